@@ -1,0 +1,268 @@
+"""Typed configuration: every key declared once, with its default and a comment.
+
+A YAML file in ``configs/`` overrides only what differs from these defaults; ``key=value`` pairs on the
+command line override the file (``train.batch_size=16``, ``schedule.method=psg``). Unknown keys and
+values of the wrong type are one-line ``UserError``s.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import UserError
+
+
+@dataclasses.dataclass
+class DataConfig:
+    # Dataset: "synthetic" (embedded default), a named real dataset (bitcoin_otc, bitcoin_alpha,
+    # uci_collegemsg, as733, enron_dysat), or "edges" / "intervals" to read `path`.
+    dataset: str = "synthetic"
+    # Data root holding the named datasets; "" = $DYGNEX_DATA, else ../shared/datasets when it exists.
+    root: str = ""
+    # File for dataset "edges" (src dst [weight] time rows) or "intervals" (src,dst,first,last rows).
+    path: str = ""
+    # Snapshot bucketing of an edge stream: seconds per snapshot (0 = dataset default), or a count.
+    aggr_time: float = 0.0
+    num_snapshots: int = 0
+    # Keep only the last N snapshots (0 = all; as733 defaults to its last 100 days as EvolveGCN does).
+    last_snapshots: int = -1
+    symmetric: bool = True  # store every edge in both directions
+    self_loops: bool = False  # keep u->u rows of the source (the GCN adds its own self-loops)
+    # Node features: "degree" (EvolveGCN's one-hot of the snapshot degree, capped) or "constant".
+    features: str = "degree"
+    max_degree: int = 64  # degrees >= this share the last one-hot slot
+    window: int = 10  # W: history snapshots per window; the target is the next snapshot
+    train_frac: float = 0.7  # chronological split of target snapshots (EvolveGCN: 0.7 / 0.1 / 0.2)
+    val_frac: float = 0.1
+    neg_mult: int = 10  # training negatives per positive target edge, resampled every epoch
+    # Synthetic dynamic SBM (dataset "synthetic").
+    syn_nodes: int = 600
+    syn_snapshots: int = 48
+    syn_communities: int = 6
+    syn_edges: int = 400  # mean edges per snapshot
+    syn_skew: float = 1.5  # log-normal sigma of the per-snapshot size: 0 = all equal, larger = more skew
+    syn_p_in: float = 0.8  # fraction of edges inside a community
+    syn_persist: float = 0.5  # fraction of an active community's edges kept from the previous snapshot
+    syn_seed: int = 0
+
+
+@dataclasses.dataclass
+class ModelConfig:
+    name: str = "egcn_o"  # registry name: egcn_o, gcrn_gru
+    hidden: int = 64  # node embedding width of every graph layer
+    layers: int = 2  # graph layers (EvolveGCN: 2)
+    cheb_k: int = 2  # Chebyshev order K of GCRN's graph convolutions
+    head_hidden: int = 128  # link-prediction MLP hidden width (EvolveGCN: 400)
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    epochs: int = 10
+    batch_size: int = 8  # B: windows per optimiser step, over all devices
+    learning_rate: float = 0.005
+    weight_decay: float = 0.0
+    class_weights: tuple[float, float] = (0.1, 0.9)  # CE weights of (non-edge, edge), EvolveGCN-style
+    seed: int = 0
+    eval_every: int = 1  # evaluate val (and test) every N epochs and after the last
+
+
+@dataclasses.dataclass
+class ScheduleConfig:
+    method: str = "psg"  # psg (even split by count); more methods register by name
+    shuffle: bool = True  # psg: shuffle windows every epoch (else time order)
+    jitter: float = 0.1  # cost-ordered methods: randomness kept in mini-batch composition
+    alpha: float = 1.0  # padded-objective weight of max nodes per device
+    beta: float = 1.0  # ... of max edges per device
+    gamma: float = 1.0  # ... of max target pairs per device
+    time_limit: float = 10.0  # ILP seconds per solve
+    mip_gap: float = 0.01  # ILP relative gap
+    solver: str = "HIGHS"  # cvxpy MILP solver name
+
+
+@dataclasses.dataclass
+class ParallelConfig:
+    devices: int = 0  # data-parallel devices (0 = all local devices)
+    bucket_ratio: float = 1.25  # padded budgets are rounded up to a geometric grid with this ratio
+    min_bucket: int = 64  # smallest budget of every padded dimension
+
+
+@dataclasses.dataclass
+class EvalConfig:
+    # Link-prediction candidates: "all" (every non-edge, EvolveGCN), "sampled", or "auto"
+    # (all when num_nodes <= all_max_nodes).
+    candidates: str = "auto"
+    all_max_nodes: int = 2500
+    neg_per_source: int = 100  # sampled mode: random non-edges per source node of a true edge
+    batch_size: int = 8  # windows per evaluation step
+    seed: int = 12345  # sampled candidates are fixed for a run
+
+
+@dataclasses.dataclass
+class Config:
+    name: str = "default"
+    data: DataConfig = dataclasses.field(default_factory=DataConfig)
+    model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
+    train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
+    schedule: ScheduleConfig = dataclasses.field(default_factory=ScheduleConfig)
+    parallel: ParallelConfig = dataclasses.field(default_factory=ParallelConfig)
+    eval: EvalConfig = dataclasses.field(default_factory=EvalConfig)
+
+
+# ---------------------------------------------------------------------------------------------------
+
+
+def _coerce(value: Any, kind: Any, key: str) -> Any:
+    origin = typing.get_origin(kind)
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        raise UserError(f"config key {key!r} must be true or false, got {value!r}")
+    if kind is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise UserError(f"config key {key!r} must be an integer, got {value!r}")
+        return value
+    if kind is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise UserError(f"config key {key!r} must be a number, got {value!r}")
+        return float(value)
+    if kind is str:
+        if not isinstance(value, str):
+            raise UserError(f"config key {key!r} must be a string, got {value!r}")
+        return value
+    if origin is tuple:
+        args = typing.get_args(kind)
+        if not isinstance(value, (list, tuple)) or len(value) != len(args):
+            raise UserError(f"config key {key!r} must be a list of {len(args)} values, got {value!r}")
+        return tuple(_coerce(v, a, key) for v, a in zip(value, args))
+    if origin in (typing.Union, types.UnionType):
+        raise TypeError(f"unsupported config type {kind}")
+    raise TypeError(f"unsupported config type {kind}")
+
+
+def _merge(obj: Any, updates: dict, prefix: str = "") -> Any:
+    if not isinstance(updates, dict):
+        raise UserError(f"config section {prefix.rstrip('.') or '<top>'!r} must be a mapping")
+    hints = typing.get_type_hints(type(obj))
+    changes = {}
+    for key, value in updates.items():
+        full = f"{prefix}{key}"
+        if not isinstance(key, str) or key not in hints:
+            known = ", ".join(f.name for f in dataclasses.fields(obj))
+            raise UserError(f"unknown config key {full!r} (known here: {known})")
+        current = getattr(obj, key)
+        if dataclasses.is_dataclass(current):
+            changes[key] = _merge(current, value, full + ".")
+        else:
+            changes[key] = _coerce(value, hints[key], full)
+    return dataclasses.replace(obj, **changes)
+
+
+def _nest(dotted: str, value: Any) -> dict:
+    out: dict = {}
+    node = out
+    parts = dotted.split(".")
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+    node[parts[-1]] = value
+    return out
+
+
+def parse_override(text: str) -> dict:
+    """``"train.batch_size=16"`` -> ``{"train": {"batch_size": 16}}`` (value parsed as YAML)."""
+    if "=" not in text:
+        raise UserError(f"override {text!r} is not key=value (e.g. train.batch_size=16)")
+    key, raw = text.split("=", 1)
+    if not key.strip():
+        raise UserError(f"override {text!r} has an empty key")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return _nest(key.strip(), value)
+
+
+def load_config(path: str | os.PathLike | None = None, overrides: list[str] = ()) -> Config:
+    """Defaults <- YAML file (if given) <- ``key=value`` overrides, validated."""
+    config = Config()
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise UserError(f"config file {str(p)!r} does not exist: pass an existing YAML file")
+        try:
+            data = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as e:
+            line = getattr(getattr(e, "problem_mark", None), "line", None)
+            where = f" at line {line + 1}" if line is not None else ""
+            raise UserError(f"config file {str(p)!r} is not valid YAML{where}: fix its syntax") from None
+        config = _merge(config, data)
+    for text in overrides:
+        config = _merge(config, parse_override(text))
+    validate(config)
+    return config
+
+
+def validate(config: Config) -> None:
+    """Value checks that types alone cannot express."""
+    d, t, e = config.data, config.train, config.eval
+    checks = [
+        (t.batch_size >= 1, f"train.batch_size must be positive, got {t.batch_size}"),
+        (t.epochs >= 1, f"train.epochs must be positive, got {t.epochs}"),
+        (t.learning_rate > 0, f"train.learning_rate must be positive, got {t.learning_rate}"),
+        (t.eval_every >= 1, f"train.eval_every must be positive, got {t.eval_every}"),
+        (d.window >= 1, f"data.window must be positive, got {d.window}"),
+        (d.neg_mult >= 0, f"data.neg_mult must be >= 0, got {d.neg_mult}"),
+        (0 < d.train_frac < 1, f"data.train_frac must be in (0, 1), got {d.train_frac}"),
+        (
+            0 <= d.val_frac and d.train_frac + d.val_frac < 1,
+            f"data.train_frac + data.val_frac must be < 1, got {d.train_frac} + {d.val_frac}",
+        ),
+        (
+            d.features in ("degree", "constant"),
+            f"data.features must be degree or constant, got {d.features!r}",
+        ),
+        (d.max_degree >= 1, f"data.max_degree must be positive, got {d.max_degree}"),
+        (
+            e.candidates in ("auto", "all", "sampled"),
+            f"eval.candidates must be auto, all or sampled, got {e.candidates!r}",
+        ),
+        (e.batch_size >= 1, f"eval.batch_size must be positive, got {e.batch_size}"),
+        (config.model.hidden >= 1, f"model.hidden must be positive, got {config.model.hidden}"),
+        (config.model.layers >= 1, f"model.layers must be positive, got {config.model.layers}"),
+        (config.model.cheb_k >= 1, f"model.cheb_k must be positive, got {config.model.cheb_k}"),
+        (config.parallel.devices >= 0, f"parallel.devices must be >= 0, got {config.parallel.devices}"),
+        (
+            config.parallel.bucket_ratio > 1,
+            f"parallel.bucket_ratio must be > 1, got {config.parallel.bucket_ratio}",
+        ),
+        (
+            config.parallel.min_bucket >= 1,
+            f"parallel.min_bucket must be positive, got {config.parallel.min_bucket}",
+        ),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise UserError(message)
+
+
+def to_dict(config: Config) -> dict:
+    """Plain nested dict (tuples as lists) for YAML/JSON output."""
+
+    def plain(x: Any) -> Any:
+        if isinstance(x, dict):
+            return {k: plain(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [plain(v) for v in x]
+        return x
+
+    return plain(dataclasses.asdict(config))
+
+
+def dump_config(config: Config, path: str | os.PathLike) -> None:
+    Path(path).write_text(yaml.safe_dump(to_dict(config), sort_keys=False))

@@ -1,0 +1,51 @@
+"""The in-memory dynamic graph every loader returns."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+
+@dataclasses.dataclass
+class DynamicGraph:
+    """A discrete-time dynamic graph: T snapshots over one node id space ``0..num_nodes-1``.
+
+    Fields:
+      name: dataset name, for logs.
+      num_nodes: N, size of the (remapped, contiguous) node id space shared by all snapshots.
+      snapshots: T int32 arrays of shape [E_t, 2] (src, dst), unique pairs per snapshot, sorted
+        lexicographically. Undirected graphs are stored with both directions.
+      weights: None, or T float32 arrays [E_t] aligned with ``snapshots`` (e.g. a rating; for a pair
+        seen several times in one snapshot, the last value in time order).
+      node_ids: [N] original ids of the remapped nodes (``node_ids[i]`` is node i's id in the file).
+      times: [T] float64 start of each snapshot's time bucket (seconds, or snapshot index when the
+        source has none).
+      info: free-form facts about the source (file, number of raw rows, bucket size, ...).
+    """
+
+    name: str
+    num_nodes: int
+    snapshots: list[np.ndarray]
+    weights: list[np.ndarray] | None = None
+    node_ids: np.ndarray | None = None
+    times: np.ndarray | None = None
+    info: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def num_snapshots(self) -> int:
+        return len(self.snapshots)
+
+    def edge_counts(self) -> np.ndarray:
+        """[T] number of (unique, directed) edges per snapshot."""
+        return np.array([len(s) for s in self.snapshots], dtype=np.int64)
+
+    def select(self, start: int, stop: int) -> DynamicGraph:
+        """Snapshots ``start..stop-1`` (same node space)."""
+        return dataclasses.replace(
+            self,
+            snapshots=self.snapshots[start:stop],
+            weights=None if self.weights is None else self.weights[start:stop],
+            times=None if self.times is None else self.times[start:stop],
+            info={**self.info, "selected": [start, stop]},
+        )

@@ -1,0 +1,206 @@
+"""Windows (training samples) of a dynamic graph: splits, local node sets, features, targets, negatives.
+
+A window k predicts target snapshot ``t_k`` from its W history snapshots ``t_k-W .. t_k-1`` (EvolveGCN
+protocol). Each window restarts the model's recurrent state, so it is an independent sample.
+
+Local node set: a node that has no edge in any of the W history snapshots is *inactive*: every such node
+gets exactly the same embedding (same degree-0 features, only its self-loop, same recurrent updates).
+So a window keeps its active nodes (sorted global ids, local ids ``0..A-1``) plus one *background* node
+(local id ``A``) that stands for all inactive nodes. This is exact, not an approximation: the score of a
+pair of global nodes is the score of their local images. It keeps packed windows small and makes
+their sizes differ as the real snapshots do, which is what the scheduler balances.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..config import DataConfig
+from ..errors import UserError
+from .graph import DynamicGraph
+
+SPLITS = ("train", "val", "test")
+
+
+@dataclasses.dataclass
+class LocalWindow:
+    """One window in local node ids (see module docstring).
+
+    Fields:
+      index: window id (position in ``WindowSet.targets``).
+      target: t, the snapshot whose edges are predicted.
+      nodes: [A] sorted global ids of the active nodes; local id A is the background node.
+      edges: W int32 arrays [E_tau, 2] of local (src, dst) pairs of snapshot t-W+tau.
+      feat: [W, A+1] int32 node input category per time offset (degree bucket, or 0 for constant).
+      positives: [Q+, 2] int32 local pairs of the target snapshot's edges.
+      positive_codes: [Q+] int64 sorted global pair codes ``src * N + dst`` of the target edges.
+    """
+
+    index: int
+    target: int
+    nodes: np.ndarray
+    edges: list[np.ndarray]
+    feat: np.ndarray
+    positives: np.ndarray
+    positive_codes: np.ndarray
+
+    @property
+    def num_local(self) -> int:
+        return len(self.nodes) + 1
+
+    def to_local(self, global_ids: np.ndarray) -> np.ndarray:
+        """Global node ids -> local ids (inactive nodes -> the background node)."""
+        pos = np.searchsorted(self.nodes, global_ids)
+        pos_c = np.minimum(pos, max(len(self.nodes) - 1, 0))
+        hit = (pos < len(self.nodes)) & (self.nodes[pos_c] == global_ids) if len(self.nodes) else False
+        return np.where(hit, pos, len(self.nodes)).astype(np.int32)
+
+
+class WindowSet:
+    """All windows of a graph with their chronological split and cost vectors.
+
+    Args:
+      graph: the dynamic graph.
+      cfg: the ``data`` config section (window, fractions, features, neg_mult).
+    """
+
+    def __init__(self, graph: DynamicGraph, cfg: DataConfig):
+        self.graph = graph
+        self.cfg = cfg
+        self.window = cfg.window
+        t = graph.num_snapshots
+        if cfg.window >= t:
+            raise UserError(
+                f"data.window={cfg.window} needs at least {cfg.window + 1} snapshots but "
+                f"{graph.name} has {t}: use a smaller window"
+            )
+        self.targets = np.arange(cfg.window, t, dtype=np.int64)  # window k targets snapshot W + k
+        k = len(self.targets)
+        n_train = int(round(cfg.train_frac * k))
+        n_val = int(round(cfg.val_frac * k))
+        n_test = k - n_train - n_val
+        if n_train < 1 or n_test < 1 or (cfg.val_frac > 0 and n_val < 1):
+            raise UserError(
+                f"{k} windows (snapshots {t}, window {cfg.window}) are too few for the split "
+                f"train {cfg.train_frac} / val {cfg.val_frac}: use a smaller window or more snapshots"
+            )
+        ids = np.arange(k)
+        self.splits = {
+            "train": ids[:n_train],
+            "val": ids[n_train : n_train + n_val],
+            "test": ids[n_train + n_val :],
+        }
+        self.num_features = cfg.max_degree if cfg.features == "degree" else 1
+        # Per-snapshot node degrees and activity, computed once.
+        n = graph.num_nodes
+        self._degree = [
+            np.bincount(s[:, 1], minlength=n) if len(s) else np.zeros(n, np.int64) for s in graph.snapshots
+        ]
+        self._cache: dict[int, LocalWindow] = {}
+        self._cache_edges = 0
+        self._costs = np.stack([self._cost(i) for i in range(k)])
+
+    # -------------------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.targets)
+
+    def _active_nodes(self, k: int) -> np.ndarray:
+        t = int(self.targets[k])
+        hist = [s for s in self.graph.snapshots[t - self.window : t] if len(s)]
+        if not hist:
+            return np.zeros(0, np.int64)
+        return np.unique(np.concatenate(hist).ravel())
+
+    def _cost(self, k: int) -> np.ndarray:
+        t = int(self.targets[k])
+        nodes = len(self._active_nodes(k)) + 1
+        edges = sum(len(s) for s in self.graph.snapshots[t - self.window : t])
+        pairs = len(self.graph.snapshots[t])
+        return np.array([nodes, edges, pairs], dtype=np.float64)
+
+    def costs(self, split: str, neg_mult: int | None = None) -> np.ndarray:
+        """[K_split, 3] cost vectors (nodes, edges, pairs) of a split's windows, in time order.
+
+        Training pairs are positives × (1 + neg_mult); evaluation runs only the encoder on device, so
+        its pair column is 0.
+        """
+        c = self._costs[self.splits[split]].copy()
+        c[:, 2] = c[:, 2] * (1 + neg_mult) if neg_mult is not None else 0.0
+        return c
+
+    def get(self, k: int) -> LocalWindow:
+        """The local arrays of window k (cached while the cache holds < 50M edges)."""
+        if k in self._cache:
+            return self._cache[k]
+        win = self._build(k)
+        size = sum(len(e) for e in win.edges)
+        if self._cache_edges + size < 50_000_000:
+            self._cache[k] = win
+            self._cache_edges += size
+        return win
+
+    def _build(self, k: int) -> LocalWindow:
+        g, t = self.graph, int(self.targets[k])
+        nodes = self._active_nodes(k)
+        lookup = np.full(g.num_nodes, len(nodes), dtype=np.int32)
+        lookup[nodes] = np.arange(len(nodes), dtype=np.int32)
+        edges = [lookup[s].astype(np.int32).reshape(-1, 2) for s in g.snapshots[t - self.window : t]]
+        feat = np.zeros((self.window, len(nodes) + 1), dtype=np.int32)
+        if self.cfg.features == "degree":
+            for tau in range(self.window):
+                deg = self._degree[t - self.window + tau][nodes]
+                feat[tau, : len(nodes)] = np.minimum(deg, self.num_features - 1)
+        target = g.snapshots[t]
+        return LocalWindow(
+            index=k,
+            target=t,
+            nodes=nodes,
+            edges=edges,
+            feat=feat,
+            positives=lookup[target].astype(np.int32).reshape(-1, 2),
+            positive_codes=np.sort(target[:, 0].astype(np.int64) * g.num_nodes + target[:, 1]),
+        )
+
+    # -------------------------------------------------------------------------------------------
+
+    def training_pairs(self, k: int, neg_mult: int, seed: int, epoch: int) -> tuple[np.ndarray, np.ndarray]:
+        """Positives + ``neg_mult``× as many sampled non-edges among the window's active nodes.
+
+        Negatives are drawn uniformly from active-node pairs (EvolveGCN's "smart" sampling), never a
+        self-pair or an edge of the target snapshot. The stream depends only on (seed, epoch, window),
+        so any scheduler sees the same samples.
+
+        Returns:
+          pairs: [Q, 2] int32 local pairs (positives first), labels: [Q] int32 (1 edge, 0 non-edge).
+        """
+        win = self.get(k)
+        pos = win.positives
+        want = len(pos) * neg_mult
+        a = len(win.nodes)
+        neg = np.zeros((0, 2), np.int32)
+        if want and a >= 2:
+            rng = np.random.default_rng([seed, epoch, k, 7])
+            parts, have = [], 0
+            for _ in range(20):
+                cand = rng.integers(0, a, size=(int(want * 1.3) + 16, 2))
+                cand = cand[cand[:, 0] != cand[:, 1]]
+                codes = win.nodes[cand[:, 0]] * self.graph.num_nodes + win.nodes[cand[:, 1]]
+                ok = ~_isin_sorted(codes, win.positive_codes)
+                parts.append(cand[ok])
+                have += int(ok.sum())
+                if have >= want:
+                    break
+            neg = np.concatenate(parts)[:want].astype(np.int32)
+        pairs = np.concatenate([pos, neg]).astype(np.int32)
+        labels = np.concatenate([np.ones(len(pos), np.int32), np.zeros(len(neg), np.int32)])
+        return pairs, labels
+
+
+def _isin_sorted(values: np.ndarray, sorted_ref: np.ndarray) -> np.ndarray:
+    if len(sorted_ref) == 0:
+        return np.zeros(len(values), bool)
+    pos = np.minimum(np.searchsorted(sorted_ref, values), len(sorted_ref) - 1)
+    return sorted_ref[pos] == values

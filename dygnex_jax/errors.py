@@ -1,0 +1,9 @@
+"""The one exception type the command line turns into a one-line message and exit code 2."""
+
+
+class UserError(Exception):
+    """Bad input from the user: a file, a config value, an environment setting.
+
+    The message must be one line that names the problem and says what to do. The CLI prints
+    ``error: <message>`` to stderr and exits with code 2; no traceback.
+    """

@@ -1,0 +1,158 @@
+"""Packed per-device batches: padding budgets, shape buckets and masks (host-side numpy).
+
+A device's windows are packed as one graph per time offset tau: the snapshot-tau graphs of all its
+windows form a disjoint union, nodes contiguous per window (window slot j owns nodes
+``offset_j .. offset_j + n_j - 1``). All devices are padded to one budget, the maximum over devices
+rounded up to a shape bucket, so the compiled step is the same on every device and the number of
+compilations is bounded by the number of distinct buckets. Padding edges connect the last node, which
+is always a padding node, to itself with mask 0; padding pairs have weight 0; padding windows own no
+node. Padding never changes an output (tests/test_packing.py proves it).
+
+Axis letters: P devices, W time offsets, N nodes, E edges per time offset, Q target pairs, K windows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from .data.windows import LocalWindow
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    """Padded sizes of one device's packed batch (the same on every device in a step)."""
+
+    nodes: int  # N, always > the real node count (the last node is a padding node)
+    edges: int  # E per time offset
+    pairs: int  # Q
+    windows: int  # K
+
+    def as_tuple(self) -> tuple[int, int, int, int]:
+        return (self.nodes, self.edges, self.pairs, self.windows)
+
+
+def bucket(n: int, ratio: float, minimum: int) -> int:
+    """Round n up to the geometric grid ``ceil(minimum * ratio**i)`` (i = 0, 1, ...)."""
+    size = float(minimum)
+    while math.ceil(size) < n:
+        size *= ratio
+    return int(math.ceil(size))
+
+
+@dataclasses.dataclass
+class DeviceWork:
+    """What one device runs in a step, before padding."""
+
+    windows: list[LocalWindow]
+    pairs: list[np.ndarray]  # per window [Q_j, 2] local pairs (may be empty arrays)
+    labels: list[np.ndarray]  # per window [Q_j] int labels
+
+    def real_nodes(self) -> int:
+        return sum(w.num_local for w in self.windows)
+
+    def real_edges_per_tau(self) -> np.ndarray:
+        if not self.windows:
+            return np.zeros(0, np.int64)
+        return np.sum([[len(e) for e in w.edges] for w in self.windows], axis=0)
+
+    def real_pairs(self) -> int:
+        return sum(len(p) for p in self.pairs)
+
+
+def step_budget(work: list[DeviceWork], ratio: float, minimum: int, window_slots: int = 0) -> Budget:
+    """Smallest bucketed budget that holds every device's work (+1 node kept for padding).
+
+    ``window_slots``: a fixed window-slot budget for a whole run (e.g. ceil(B / P)), so that this
+    dimension never causes a recompilation; 0 = the step's maximum.
+    """
+    nodes = max(d.real_nodes() for d in work) + 1
+    edges = max((int(d.real_edges_per_tau().max(initial=0)) for d in work), default=0)
+    pairs = max(d.real_pairs() for d in work)
+    windows = max(max(len(d.windows) for d in work), window_slots, 1)
+    return Budget(
+        nodes=bucket(nodes, ratio, minimum),
+        edges=bucket(max(edges, 1), ratio, minimum),
+        pairs=bucket(max(pairs, 1), ratio, minimum),
+        windows=windows,
+    )
+
+
+def pack_device(work: DeviceWork, budget: Budget, window_len: int, class_weights=(1.0, 1.0)) -> dict:
+    """One device's padded arrays.
+
+    Returns a dict of numpy arrays:
+      feat: int32 [W, N] node input category per time offset (0 for padding nodes).
+      senders, receivers: int32 [W, E] packed local node ids; padding edges are (N-1, N-1).
+      edge_mask: float32 [W, E] 1 for real edges.
+      node_window: int32 [N] window slot of every node, K for padding nodes.
+      window_sizes: int32 [K+1] nodes per window slot, the last entry = padding nodes (for ragged ops).
+      pair_src, pair_dst: int32 [Q] packed local ids of target pairs; padding pairs are (N-1, N-1).
+      pair_label: int32 [Q] 1 edge / 0 non-edge.
+      pair_weight: float32 [Q] class weight of the label for real pairs, 0 for padding.
+    """
+    n, e, q, k, w = budget.nodes, budget.edges, budget.pairs, budget.windows, window_len
+    pad = n - 1
+    out = {
+        "feat": np.zeros((w, n), np.int32),
+        "senders": np.full((w, e), pad, np.int32),
+        "receivers": np.full((w, e), pad, np.int32),
+        "edge_mask": np.zeros((w, e), np.float32),
+        "node_window": np.full(n, k, np.int32),
+        "window_sizes": np.zeros(k + 1, np.int32),
+        "pair_src": np.full(q, pad, np.int32),
+        "pair_dst": np.full(q, pad, np.int32),
+        "pair_label": np.zeros(q, np.int32),
+        "pair_weight": np.zeros(q, np.float32),
+    }
+    if len(work.windows) > k:
+        raise ValueError(f"{len(work.windows)} windows exceed the budget of {k}")
+    node_off = 0
+    edge_off = np.zeros(w, np.int64)
+    pair_off = 0
+    cw = np.asarray(class_weights, np.float32)
+    for j, (win, pairs, labels) in enumerate(zip(work.windows, work.pairs, work.labels)):
+        m = win.num_local
+        out["feat"][:, node_off : node_off + m] = win.feat
+        out["node_window"][node_off : node_off + m] = j
+        out["window_sizes"][j] = m
+        for tau, edges in enumerate(win.edges):
+            lo, hi = edge_off[tau], edge_off[tau] + len(edges)
+            out["senders"][tau, lo:hi] = edges[:, 0] + node_off
+            out["receivers"][tau, lo:hi] = edges[:, 1] + node_off
+            out["edge_mask"][tau, lo:hi] = 1.0
+            edge_off[tau] = hi
+        nq = len(pairs)
+        out["pair_src"][pair_off : pair_off + nq] = pairs[:, 0] + node_off
+        out["pair_dst"][pair_off : pair_off + nq] = pairs[:, 1] + node_off
+        out["pair_label"][pair_off : pair_off + nq] = labels
+        out["pair_weight"][pair_off : pair_off + nq] = cw[labels]
+        node_off += m
+        pair_off += nq
+    if node_off >= n or edge_off.max(initial=0) > e or pair_off > q:
+        raise ValueError("the work does not fit the budget")
+    out["window_sizes"][k] = n - node_off
+    return out
+
+
+def stack_devices(arrays: list[dict]) -> dict:
+    """Per-device dicts -> one dict with a leading P axis."""
+    return {key: np.stack([a[key] for a in arrays]) for key in arrays[0]}
+
+
+def node_offsets(work: DeviceWork) -> np.ndarray:
+    """[K_real] first packed node id of every window on a device."""
+    sizes = [w.num_local for w in work.windows]
+    return np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64) if sizes else np.zeros(0, np.int64)
+
+
+def padded_work(budget: Budget, window_len: int) -> np.ndarray:
+    """[3] (nodes, edges summed over time, pairs) one device runs under this budget."""
+    return np.array([budget.nodes, budget.edges * window_len, budget.pairs], np.float64)
+
+
+def real_work(work: DeviceWork) -> np.ndarray:
+    """[3] (nodes, edges summed over time, pairs) of real work on one device."""
+    return np.array([work.real_nodes(), work.real_edges_per_tau().sum(), work.real_pairs()], np.float64)

@@ -1,0 +1,43 @@
+"""Model registry: a DGNN encoder by name + the link-prediction head.
+
+Adding a model = one new file with a Flax linen encoder ``(batch) -> [N, hidden]`` + one line here.
+"""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+
+from ..config import ModelConfig
+from ..errors import UserError
+from .egcn_o import EvolveGCNO
+from .gcrn_gru import GCRNGRU
+from .head import LinkHead, dense_pair_scores
+
+ENCODERS = {
+    "egcn_o": lambda cfg, f: EvolveGCNO(f, cfg.hidden, cfg.layers),
+    "gcrn_gru": lambda cfg, f: GCRNGRU(f, cfg.hidden, cfg.layers, cfg.cheb_k),
+}
+
+
+class LinkPredictor(nn.Module):
+    """Encoder + head. ``__call__`` -> [Q, 2] logits of the batch's target pairs; ``embed`` -> [N, H]."""
+
+    encoder: nn.Module
+    head: LinkHead
+
+    def __call__(self, batch: dict) -> jax.Array:
+        h = self.encoder(batch)
+        return self.head(h[batch["pair_src"]], h[batch["pair_dst"]])
+
+    def embed(self, batch: dict) -> jax.Array:
+        return self.encoder(batch)
+
+
+def create_model(cfg: ModelConfig, num_features: int) -> LinkPredictor:
+    if cfg.name not in ENCODERS:
+        raise UserError(f"unknown model.name {cfg.name!r}: choose one of {', '.join(sorted(ENCODERS))}")
+    return LinkPredictor(ENCODERS[cfg.name](cfg, num_features), LinkHead(cfg.head_hidden))
+
+
+__all__ = ["ENCODERS", "LinkPredictor", "create_model", "dense_pair_scores"]

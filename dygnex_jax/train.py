@@ -1,0 +1,332 @@
+"""Training and evaluation, top-down: data -> mesh -> model & optimiser -> steps -> loop.
+
+``train_and_evaluate(config, out_dir)`` is the whole recipe; the CLI only calls it. Per epoch:
+the scheduler assigns the training windows to steps and devices, every step packs each device's
+windows into one padded batch (same budget on every device, rounded to a shape bucket), the
+``shard_map`` step computes exact mini-batch gradients (psum of sums, one division), and optax updates
+the replicated parameters. Evaluation embeds the val/test windows on all devices and scores their
+candidate pairs as EvolveGCN does (MAP, MRR).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from . import parallel
+from .config import Config, TrainConfig, dump_config, to_dict
+from .data import datasets as _datasets
+from .data.windows import WindowSet
+from .errors import UserError
+from .evaluation import average_precision, row_mrr, sample_candidates, snapshot_metrics_all, weighted_mean
+from .graphs import DeviceWork, bucket, pack_device, padded_work, real_work, stack_devices, step_budget
+from .models import LinkPredictor, create_model, dense_pair_scores
+from .schedule import cost_weights, schedule
+from .schedule.metrics import summarize
+
+
+def create_optimizer(cfg: TrainConfig) -> optax.GradientTransformation:
+    if cfg.weight_decay > 0:
+        return optax.adamw(cfg.learning_rate, weight_decay=cfg.weight_decay)
+    return optax.adam(cfg.learning_rate)
+
+
+def make_loss_fn(model: LinkPredictor):
+    """``(params, batch) -> (sum of class-weighted CE over real pairs, sum of their weights)``."""
+
+    def loss_fn(params, batch):
+        logits = model.apply(params, batch)
+        ce = optax.softmax_cross_entropy_with_integer_labels(logits, batch["pair_label"])
+        w = batch["pair_weight"]
+        return jnp.sum(w * ce), jnp.sum(w)
+
+    return loss_fn
+
+
+class Trainer:
+    """Holds what one run needs; ``train_and_evaluate`` drives it."""
+
+    def __init__(self, config: Config, *, graph=None, mesh=None):
+        self.config = config
+        c = config
+        # --- data -------------------------------------------------------------------------------
+        self.graph = graph if graph is not None else _datasets.load_dataset(c.data)
+        self.windows = WindowSet(self.graph, c.data)
+        self.train_costs = self.windows.costs("train", c.data.neg_mult)
+        # --- mesh -------------------------------------------------------------------------------
+        self.mesh = mesh if mesh is not None else parallel.make_mesh(c.parallel.devices)
+        self.n_devices = self.mesh.size
+        k_train = len(self.train_costs)
+        if self.n_devices > min(c.train.batch_size, k_train):
+            raise UserError(
+                f"{self.n_devices} devices but only {min(c.train.batch_size, k_train)} training windows per "
+                f"step ({k_train} windows, batch_size {c.train.batch_size}): use fewer devices "
+                "(parallel.devices) or a larger train.batch_size"
+            )
+        # --- model & optimiser ------------------------------------------------------------------
+        self.model = create_model(c.model, self.windows.num_features)
+        self.tx = create_optimizer(c.train)
+        self.weights = cost_weights(c.schedule)
+        example = self.pack([[0]], "train", epoch=0)[0]
+        local = {k: v[0] for k, v in example.items()}
+        self.params = parallel.replicate(self.mesh, self.model.init(jax.random.key(c.train.seed), local))
+        self.opt_state = parallel.replicate(self.mesh, self.tx.init(self.params))
+        # --- steps ------------------------------------------------------------------------------
+        self.train_step = parallel.make_train_step(make_loss_fn(self.model), self.tx, self.mesh)
+        self.embed_step = parallel.make_embed_step(
+            lambda p, b: self.model.apply(p, b, method=LinkPredictor.embed), self.mesh
+        )
+        self.score_fn = jax.jit(dense_pair_scores)
+        self.candidate_mode = self._candidate_mode()
+        self._eval_candidates: dict[int, tuple] = {}
+
+    # --- packing ------------------------------------------------------------------------------
+
+    def device_work(self, window_ids, split: str, epoch: int) -> DeviceWork:
+        wins = [self.windows.get(int(k)) for k in window_ids]
+        if split == "train":
+            c = self.config
+            samples = [
+                self.windows.training_pairs(w.index, c.data.neg_mult, c.train.seed, epoch) for w in wins
+            ]
+            return DeviceWork(wins, [s[0] for s in samples], [s[1] for s in samples])
+        empty = [np.zeros((0, 2), np.int32) for _ in wins]
+        return DeviceWork(wins, empty, [np.zeros(0, np.int32) for _ in wins])
+
+    def pack(self, step: list, split: str, epoch: int):
+        """Window ids per device -> (host batch [P, ...], per-device work, budget)."""
+        split_ids = self.windows.splits[split]
+        work = [self.device_work(split_ids[np.asarray(ids, np.int64)], split, epoch) for ids in step]
+        work += [DeviceWork([], [], []) for _ in range(self.n_devices - len(work))]
+        per_step = self.config.train.batch_size if split == "train" else self._eval_per_step()
+        slots = -(-per_step // self.n_devices)
+        budget = step_budget(work, self.config.parallel.bucket_ratio, self.config.parallel.min_bucket, slots)
+        cw = self.config.train.class_weights
+        batch = stack_devices([pack_device(d, budget, self.windows.window, cw) for d in work])
+        return batch, work, budget
+
+    # --- training -----------------------------------------------------------------------------
+
+    def train_epoch(self, epoch: int, progress=None) -> dict:
+        c = self.config
+        sched = schedule(
+            self.train_costs, self.n_devices, c.train.batch_size, c.schedule, seed=c.train.seed, epoch=epoch
+        )
+        start = time.perf_counter()
+        loss_sum = weight_sum = 0.0
+        real = padded = 0.0
+        budgets = set()
+        for i, step in enumerate(sched.steps):
+            batch, work, budget = self.pack(step, "train", epoch)
+            budgets.add(budget.as_tuple())
+            self.params, self.opt_state, stats = self.train_step(
+                self.params, self.opt_state, parallel.shard_batch(self.mesh, batch)
+            )
+            loss, weight = float(stats["loss"]), float(stats["weight"])
+            if not math.isfinite(loss):
+                raise UserError(f"non-finite loss at epoch {epoch} step {i}: lower train.learning_rate")
+            loss_sum += loss * weight
+            weight_sum += weight
+            real += sum(float(real_work(d) @ self.weights) for d in work)
+            padded += self.n_devices * float(padded_work(budget, self.windows.window) @ self.weights)
+            if progress:
+                progress(i + 1, sched.num_steps)
+        seconds = time.perf_counter() - start
+        sched_stats = summarize(self.train_costs, sched, self.weights)
+        return {
+            "loss": loss_sum / max(weight_sum, 1e-12),
+            "epoch_seconds": seconds,
+            "padding_efficiency": real / padded if padded else 1.0,
+            "schedule_padding_efficiency": sched_stats["padding_efficiency"],
+            "imbalance": sched_stats["imbalance"],
+            "scheduler_seconds": sched.seconds,
+            "schedule_fallback": sched.fallback,
+            "steps": sched.num_steps,
+            "budgets": len(budgets),
+        }
+
+    # --- evaluation ---------------------------------------------------------------------------
+
+    def _candidate_mode(self) -> str:
+        e = self.config.eval
+        if e.candidates != "auto":
+            return e.candidates
+        return "all" if self.graph.num_nodes <= e.all_max_nodes else "sampled"
+
+    def _eval_per_step(self) -> int:
+        return max(self.config.eval.batch_size, self.n_devices)
+
+    def embeddings(self, split: str) -> dict[int, np.ndarray]:
+        """Window id -> [num_local, H] embeddings at the last history snapshot, for a split."""
+        ids = np.arange(len(self.windows.splits[split]))
+        out = {}
+        per_step = self._eval_per_step()
+        for lo in range(0, len(ids), per_step):
+            chunk = ids[lo : lo + per_step]
+            step = [list(part) for part in np.array_split(chunk, self.n_devices)]
+            batch, work, _ = self.pack(step, split, epoch=0)
+            emb = np.asarray(self.embed_step(self.params, parallel.shard_batch(self.mesh, batch)))
+            for p, dev in enumerate(work):
+                off = 0
+                for win in dev.windows:
+                    out[win.index] = emb[p, off : off + win.num_local]
+                    off += win.num_local
+        return out
+
+    def local_scores(self, emb: np.ndarray) -> np.ndarray:
+        n = len(emb)
+        size = bucket(n, self.config.parallel.bucket_ratio, self.config.parallel.min_bucket)
+        padded = np.zeros((size, emb.shape[1]), np.float32)
+        padded[:n] = emb
+        s = self.score_fn(self.params["params"]["head"], jnp.asarray(padded), jnp.asarray(padded))
+        return np.asarray(s)[:n, :n]
+
+    def evaluate(self, split: str) -> dict:
+        """MAP and MRR of a split (EvolveGCN's definitions, see evaluation.py)."""
+        n = self.graph.num_nodes
+        maps, mrrs, counts = [], [], []
+        for k, emb in sorted(self.embeddings(split).items()):
+            win = self.windows.get(k)
+            scores = self.local_scores(emb)
+            if self.candidate_mode == "all":
+                lookup = win.to_local(np.arange(n))
+                ap, mrr, count = snapshot_metrics_all(scores[np.ix_(lookup, lookup)], win.positive_codes)
+            else:
+                if k not in self._eval_candidates:
+                    rng = np.random.default_rng([self.config.eval.seed, k])
+                    cands = sample_candidates(win.positive_codes, n, self.config.eval.neg_per_source, rng)
+                    self._eval_candidates[k] = cands
+                src, dst, labels = self._eval_candidates[k]
+                s = scores[win.to_local(src), win.to_local(dst)]
+                ap, mrr, count = average_precision(s, labels), row_mrr(src, s, labels), len(labels)
+            maps.append(ap)
+            mrrs.append(mrr)
+            counts.append(count)
+        return {
+            "map": weighted_mean(maps, counts),
+            "mrr": weighted_mean(mrrs, counts),
+            "snapshots": len(maps),
+        }
+
+
+# -------------------------------------------------------------------------------------------------
+
+
+class Progress:
+    """A one-line progress bar on a terminal; nothing (per-epoch lines only) otherwise."""
+
+    def __init__(self, stream=sys.stderr):
+        self.stream = stream
+        self.live = stream.isatty()
+
+    def bar(self, epoch: int, epochs: int):
+        if not self.live:
+            return None
+
+        def update(done, total):
+            width = 30
+            fill = int(width * done / total)
+            self.stream.write(f"\repoch {epoch}/{epochs} [{'#' * fill}{'.' * (width - fill)}] {done}/{total}")
+            self.stream.flush()
+            if done == total:
+                self.stream.write("\r" + " " * 60 + "\r")
+
+        return update
+
+    def line(self, text: str):
+        print(text, file=self.stream, flush=True)
+
+
+def default_out_dir(config: Config) -> Path:
+    return Path("runs") / f"{config.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def prepare_out_dir(out_dir: Path) -> None:
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UserError(f"--out {str(out_dir)!r} is a file: choose a directory")
+    if (out_dir / "metrics.jsonl").exists():
+        raise UserError(f"--out {str(out_dir)!r} already holds a run: choose another directory")
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+
+def train_and_evaluate(config: Config, out_dir: str | Path | None = None, *, stream=sys.stderr) -> dict:
+    """Train ``config`` and write ``config.yaml``, ``metrics.jsonl`` and ``summary.json`` to ``out_dir``.
+
+    Everything that can fail on bad input (data, config, devices) is checked before ``out_dir`` is
+    created. Returns the summary dict.
+    """
+    progress = Progress(stream)
+    trainer = Trainer(config)
+    out = Path(out_dir) if out_dir is not None else default_out_dir(config)
+    prepare_out_dir(out)
+    dump_config(config, out / "config.yaml")
+    w = trainer.windows
+    progress.line(
+        f"{trainer.graph.name}: {trainer.graph.num_nodes} nodes, {trainer.graph.num_snapshots} snapshots, "
+        f"windows train/val/test {len(w.splits['train'])}/{len(w.splits['val'])}/{len(w.splits['test'])}, "
+        f"{trainer.n_devices} devices, model {config.model.name}, schedule {config.schedule.method}, "
+        f"eval candidates {trainer.candidate_mode}"
+    )
+    history = []
+    metrics_file = (out / "metrics.jsonl").open("w")
+    epochs = config.train.epochs
+    for epoch in range(1, epochs + 1):
+        row = {"epoch": epoch, **trainer.train_epoch(epoch, progress.bar(epoch, epochs))}
+        if epoch % config.train.eval_every == 0 or epoch == epochs:
+            start = time.perf_counter()
+            for split in ("val", "test"):
+                if len(w.splits[split]):
+                    m = trainer.evaluate(split)
+                    row[f"{split}_map"], row[f"{split}_mrr"] = m["map"], m["mrr"]
+            row["eval_seconds"] = time.perf_counter() - start
+        history.append(row)
+        metrics_file.write(json.dumps(row) + "\n")
+        metrics_file.flush()
+        evals = "".join(
+            f"  {s} MAP {row[f'{s}_map']:.4f} MRR {row[f'{s}_mrr']:.4f}"
+            for s in ("val", "test")
+            if f"{s}_map" in row
+        )
+        progress.line(
+            f"epoch {epoch}/{epochs}  loss {row['loss']:.4f}{evals}  {row['epoch_seconds']:.2f}s  "
+            f"pad-eff {row['padding_efficiency']:.3f}"
+        )
+    metrics_file.close()
+    summary = summarize_run(config, trainer, history)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    progress.line(f"wrote {out}/summary.json")
+    return summary
+
+
+def summarize_run(config: Config, trainer: Trainer, history: list[dict]) -> dict:
+    evaluated = [r for r in history if "val_map" in r]
+    key = "val_map" if evaluated and not all(math.isnan(r["val_map"]) for r in evaluated) else None
+    best = max(evaluated, key=lambda r: -1 if math.isnan(r[key]) else r[key]) if key else history[-1]
+    timed = [r["epoch_seconds"] for r in history[1:]] or [history[0]["epoch_seconds"]]
+    pick = ("loss", "val_map", "val_mrr", "test_map", "test_mrr")
+    return {
+        "name": config.name,
+        "dataset": trainer.graph.name,
+        "model": config.model.name,
+        "schedule": config.schedule.method,
+        "devices": trainer.n_devices,
+        "windows": {s: int(len(v)) for s, v in trainer.windows.splits.items()},
+        "eval_candidates": trainer.candidate_mode,
+        "epochs": len(history),
+        "final": {k: history[-1].get(k) for k in pick},
+        "best": {"epoch": best["epoch"], **{k: best.get(k) for k in pick}},
+        "median_epoch_seconds": statistics.median(timed),
+        "first_epoch_seconds": history[0]["epoch_seconds"],
+        "mean_padding_efficiency": float(np.mean([r["padding_efficiency"] for r in history])),
+        "compilations": len(trainer.train_step.traces),
+        "config": to_dict(config),
+    }

@@ -1,0 +1,49 @@
+"""Test set-up: 8 fake CPU devices, set before JAX is imported anywhere."""
+
+import os
+import sys
+from pathlib import Path
+
+os.environ["XLA_FLAGS"] = (
+    os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
+).strip()
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import pytest  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+DATA_ROOT = Path(os.environ.get("DYGNEX_DATA", REPO.parent / "shared" / "datasets"))
+
+
+def pytest_configure(config):
+    sys.path.insert(0, str(REPO))
+
+
+@pytest.fixture
+def data_root():
+    """The real-dataset folder; tests that need it skip with the reason when it is absent."""
+    if not DATA_ROOT.is_dir():
+        pytest.skip(f"real datasets not found at {DATA_ROOT} (set DYGNEX_DATA)")
+    return DATA_ROOT
+
+
+def make_toy_graph(num_nodes: int = 120, num_snapshots: int = 16, seed: int = 0, grow: int = 4):
+    """A small random undirected dynamic graph whose snapshots differ in size and active nodes."""
+    import numpy as np
+
+    from dygnex_jax.data.graph import DynamicGraph
+
+    rng = np.random.default_rng(seed)
+    snaps = []
+    for t in range(num_snapshots):
+        hi = min(num_nodes, num_nodes // 3 + t * grow)
+        m = int(rng.integers(10, 6 * hi))
+        e = rng.integers(0, hi, size=(m, 2))
+        e = e[e[:, 0] != e[:, 1]]
+        snaps.append(np.unique(np.concatenate([e, e[:, ::-1]]), axis=0).astype(np.int32))
+    return DynamicGraph("toy", num_nodes, snaps)
+
+
+@pytest.fixture
+def toy_graph():
+    return make_toy_graph()
