@@ -75,15 +75,17 @@ class TrainConfig:
 
 @dataclasses.dataclass
 class ScheduleConfig:
-    method: str = "psg"  # psg (even split by count); more methods register by name
+    method: str = "psg"  # psg (even split by count), dygnex_g (greedy), dygnex_l (per-step MILP)
     shuffle: bool = True  # psg: shuffle windows every epoch (else time order)
     jitter: float = 0.1  # cost-ordered methods: randomness kept in mini-batch composition
     alpha: float = 1.0  # padded-objective weight of max nodes per device
     beta: float = 1.0  # ... of max edges per device
     gamma: float = 1.0  # ... of max target pairs per device
-    time_limit: float = 10.0  # ILP seconds per solve
-    mip_gap: float = 0.01  # ILP relative gap
+    time_limit: float = 10.0  # dygnex_l: solver seconds per step (an epoch may take steps x this)
+    mip_gap: float = 0.01  # dygnex_l: relative gap at which a step's solve stops
     solver: str = "HIGHS"  # cvxpy MILP solver name
+    ilp_warm_start: bool = True  # dygnex_l + HIGHS: highspy started from greedy (false: cvxpy, no start)
+    node_limit: int = 0  # dygnex_l: B&B nodes per step, 0 = no cap (reproducible, unlike time_limit)
 
 
 @dataclasses.dataclass
@@ -95,10 +97,11 @@ class ParallelConfig:
 
 @dataclasses.dataclass
 class EvalConfig:
-    # Link-prediction candidates: "all" (every non-edge, EvolveGCN), "sampled", or "auto"
-    # (all when num_nodes <= all_max_nodes).
+    # Link-prediction candidates: "all" (every non-edge, EvolveGCN; exact and O(L^2) in the L local
+    # nodes of a window, see evaluation.py), "sampled", or "auto" (all when every evaluated window has
+    # at most all_max_nodes local nodes).
     candidates: str = "auto"
-    all_max_nodes: int = 2500
+    all_max_nodes: int = 4000
     neg_per_source: int = 100  # sampled mode: random non-edges per source node of a true edge
     batch_size: int = 8  # windows per evaluation step
     seed: int = 12345  # sampled candidates are fixed for a run

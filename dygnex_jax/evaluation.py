@@ -14,18 +14,20 @@ from __future__ import annotations
 import numpy as np
 
 
-def average_precision(scores: np.ndarray, labels: np.ndarray) -> float:
-    """sklearn-compatible average precision; NaN when there is no positive."""
+def average_precision(scores: np.ndarray, labels: np.ndarray, weights: np.ndarray | None = None) -> float:
+    """sklearn-compatible average precision (optionally with sample weights); NaN without positives."""
     scores = np.asarray(scores, np.float64).ravel()
     labels = np.asarray(labels).ravel().astype(bool)
-    n_pos = int(labels.sum())
+    w = np.ones(len(scores)) if weights is None else np.asarray(weights, np.float64).ravel()
+    n_pos = float(w[labels].sum())
     if n_pos == 0:
         return float("nan")
     order = np.argsort(-scores, kind="mergesort")
-    s, y = scores[order], labels[order]
+    s, y, w = scores[order], labels[order], w[order]
     last = np.r_[np.flatnonzero(np.diff(s)), len(s) - 1]  # last index of each distinct score
-    tps = np.cumsum(y)[last]
-    precision = tps / (last + 1)
+    tps = np.cumsum(w * y)[last]
+    fps = np.cumsum(w * ~y)[last]
+    precision = tps / np.maximum(tps + fps, 1e-300)
     recall = tps / n_pos
     return float(np.sum(np.diff(np.r_[0.0, recall]) * precision))
 
@@ -70,6 +72,54 @@ def snapshot_metrics_all(full_scores: np.ndarray, positive_codes: np.ndarray) ->
         rr.append(reciprocal_ranks(full_scores[u, keep], labels.reshape(n, n)[u, keep]).mean())
     mrr = float(np.mean(rr)) if rr else float("nan")
     return ap, mrr, int(off_diag.sum())
+
+
+def snapshot_metrics_compressed(
+    local_scores: np.ndarray,
+    multiplicity: np.ndarray,
+    pos_src: np.ndarray,
+    pos_dst: np.ndarray,
+    pos_src_global: np.ndarray,
+) -> tuple[float, float, int]:
+    """``snapshot_metrics_all`` without the [N, N] matrix: exact, in O(L^2) for L local nodes.
+
+    Global node u has local id ``a(u)``; ``multiplicity[a]`` global nodes share local id a (1 for an
+    active node, the number of inactive nodes for the background node). The score of a global pair is
+    ``local_scores[a(u), a(v)]``, so the N^2 - N candidates collapse into L^2 weighted cells (minus the
+    u == v pairs) plus the true edges, and AP / MRR are computed with those weights.
+
+    Args:
+      local_scores: [L, L] scores of local pairs.
+      multiplicity: [L] int, global nodes per local id (sums to N).
+      pos_src, pos_dst: [Q+] local ids of the target snapshot's edges; pos_src_global: their global sources.
+    """
+    m = np.asarray(multiplicity, np.float64)
+    total = np.outer(m, m) - np.diag(m)  # ordered pairs u != v per cell
+    positives = np.zeros_like(total)
+    np.add.at(positives, (pos_src, pos_dst), 1.0)
+    negatives = total - positives
+    scores = np.r_[local_scores.ravel(), local_scores[pos_src, pos_dst]]
+    weights = np.r_[negatives.ravel(), np.ones(len(pos_src))]
+    labels = np.r_[np.zeros(total.size, bool), np.ones(len(pos_src), bool)]
+    keep = weights > 0
+    ap = average_precision(scores[keep], labels[keep], weights[keep])
+    rr = []
+    for u in np.unique(pos_src_global):
+        mine = pos_src_global == u
+        a = pos_src[mine][0]
+        row = local_scores[a].astype(np.float64)
+        count = m.copy()
+        count[a] -= 1.0  # v != u
+        order = np.argsort(row)
+        sorted_row, cum = row[order], np.r_[0.0, np.cumsum(count[order])]
+        x = row[pos_dst[mine]]
+        lo = np.searchsorted(sorted_row, x, side="left")
+        hi = np.searchsorted(sorted_row, x, side="right")
+        greater = cum[-1] - cum[hi]
+        equal = cum[hi] - cum[lo]
+        rr.append(np.mean(1.0 / (1.0 + greater + (equal - 1.0) / 2.0)))
+    mrr = float(np.mean(rr)) if rr else float("nan")
+    return ap, mrr, int(total.sum())
 
 
 def sample_candidates(

@@ -27,10 +27,16 @@ from .config import Config, TrainConfig, dump_config, to_dict
 from .data import datasets as _datasets
 from .data.windows import WindowSet
 from .errors import UserError
-from .evaluation import average_precision, row_mrr, sample_candidates, snapshot_metrics_all, weighted_mean
+from .evaluation import (
+    average_precision,
+    row_mrr,
+    sample_candidates,
+    snapshot_metrics_compressed,
+    weighted_mean,
+)
 from .graphs import DeviceWork, bucket, pack_device, padded_work, real_work, stack_devices, step_budget
 from .models import LinkPredictor, create_model, dense_pair_scores
-from .schedule import cost_weights, schedule
+from .schedule import available_methods, cost_weights, schedule
 from .schedule.metrics import summarize
 
 
@@ -58,6 +64,10 @@ class Trainer:
     def __init__(self, config: Config, *, graph=None, mesh=None):
         self.config = config
         c = config
+        if c.schedule.method not in available_methods():
+            raise UserError(
+                f"unknown schedule.method {c.schedule.method!r}: choose one of {', '.join(available_methods())}"
+            )
         # --- data -------------------------------------------------------------------------------
         self.graph = graph if graph is not None else _datasets.load_dataset(c.data)
         self.windows = WindowSet(self.graph, c.data)
@@ -160,7 +170,9 @@ class Trainer:
         e = self.config.eval
         if e.candidates != "auto":
             return e.candidates
-        return "all" if self.graph.num_nodes <= e.all_max_nodes else "sampled"
+        largest = int(self.windows.costs("val")[:, 0].max(initial=0))
+        largest = max(largest, int(self.windows.costs("test")[:, 0].max(initial=0)))
+        return "all" if largest <= e.all_max_nodes else "sampled"
 
     def _eval_per_step(self) -> int:
         return max(self.config.eval.batch_size, self.n_devices)
@@ -198,8 +210,11 @@ class Trainer:
             win = self.windows.get(k)
             scores = self.local_scores(emb)
             if self.candidate_mode == "all":
-                lookup = win.to_local(np.arange(n))
-                ap, mrr, count = snapshot_metrics_all(scores[np.ix_(lookup, lookup)], win.positive_codes)
+                mult = np.r_[np.ones(len(win.nodes)), n - len(win.nodes)]
+                src = win.positive_codes // n
+                ap, mrr, count = snapshot_metrics_compressed(
+                    scores, mult, win.to_local(src), win.to_local(win.positive_codes % n), src
+                )
             else:
                 if k not in self._eval_candidates:
                     rng = np.random.default_rng([self.config.eval.seed, k])

@@ -35,6 +35,8 @@ class ScheduleSettings(Protocol):
     time_limit: float
     mip_gap: float
     solver: str
+    ilp_warm_start: bool
+    node_limit: int
 
 
 @dataclasses.dataclass

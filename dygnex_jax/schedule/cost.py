@@ -1,0 +1,245 @@
+"""Cost model: analytic features of a window (or a padded step) x fitted coefficients = seconds.
+
+numpy/scipy only. The features of a load ``(nodes, edges, pairs)`` run for a window of W snapshots:
+
+    node_steps = nodes · W    the recurrence (GRU / weight evolution) and the dense layers run per
+                              node and snapshot (``nodes`` are the packed nodes of one snapshot)
+    edges                     message passing: the edges summed over the W snapshots
+    pairs                     the scored target pairs (positives and negatives)
+    snapshots  = W            sequential per-snapshot overhead (one scan step, kernel launches)
+    constant   = 1            per-step overhead (optimizer, all-reduce, dispatch)
+
+``predict`` is linear in these features. Under SPMD a step costs what its largest device needs,
+per dimension (DESIGN §2): ``predict_step_seconds`` evaluates the model on the per-step padded
+load (the max over devices of each column, or the shape budget actually used). ``fit`` is a
+non-negative least-squares fit (``scipy.optimize.nnls``) on measured step times, with its error
+(mean absolute percentage error) on a deterministic held-out fifth of the rows. ``weights`` turns
+a model into the scheduler's (alpha, beta, gamma).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+from scipy.optimize import nnls
+
+from ..errors import UserError
+
+FEATURES = ("node_steps", "edges", "pairs", "snapshots", "constant")
+_FORMAT = "dygnex_cost_model"
+_VERSION = 1
+HOLDOUT_EVERY = 5  # rows i with i % 5 == 4 are held out to measure the fit error (80/20)
+
+
+def window_features(costs: np.ndarray, window: int) -> np.ndarray:
+    """[K, F] features of K loads.
+
+    Args:
+      costs: [K, 3] (nodes, edges, pairs) of windows, or of per-step padded device loads.
+      window: W, snapshots per window.
+    """
+    costs = np.asarray(costs, dtype=np.float64)
+    if costs.ndim != 2 or costs.shape[1] != 3:
+        raise ValueError(f"costs must be [K, 3] (nodes, edges, pairs), got {costs.shape}")
+    if window < 1:
+        raise ValueError(f"window must be >= 1, got {window}")
+    k = len(costs)
+    return np.column_stack(
+        [costs[:, 0] * window, costs[:, 1], costs[:, 2], np.full(k, float(window)), np.ones(k)]
+    )
+
+
+@dataclasses.dataclass
+class CostModel:
+    """Seconds = features · coef (see ``FEATURES``).
+
+    Fields:
+      coef: [F] non-negative seconds per unit of each feature.
+      window: W used when a caller does not pass one (the profiling run's window).
+      mape: mean absolute percentage error (0.05 = 5 %) on held-out rows; None for analytic models.
+      n_samples: rows the model was fitted on (0 = analytic).
+      source: "analytic" or "fit" (or a caller's note, e.g. the profiling config).
+    """
+
+    coef: np.ndarray
+    window: int = 10
+    mape: float | None = None
+    n_samples: int = 0
+    source: str = "analytic"
+
+    def __post_init__(self) -> None:
+        self.coef = np.asarray(self.coef, dtype=np.float64).reshape(-1)
+        if self.coef.shape != (len(FEATURES),):
+            raise ValueError(f"coef must have {len(FEATURES)} entries {FEATURES}, got {self.coef.shape}")
+
+    def predict(self, features: np.ndarray) -> np.ndarray:
+        """[N] seconds for [N, F] features."""
+        return np.asarray(features, dtype=np.float64) @ self.coef
+
+    def predict_costs(self, costs: np.ndarray, window: int | None = None) -> np.ndarray:
+        """[K] seconds of K loads (nodes, edges, pairs) run for a window of W snapshots."""
+        return self.predict(window_features(costs, self.window if window is None else window))
+
+    def weights(self, window: int | None = None) -> np.ndarray:
+        """[3] the scheduler's (alpha, beta, gamma): seconds per node, per edge, per pair."""
+        w = self.window if window is None else window
+        return np.array([self.coef[0] * w, self.coef[1], self.coef[2]])
+
+    def to_dict(self) -> dict:
+        return {
+            "format": _FORMAT,
+            "version": _VERSION,
+            "features": list(FEATURES),
+            "coef": [float(x) for x in self.coef],
+            "window": int(self.window),
+            "mape": None if self.mape is None else float(self.mape),
+            "n_samples": int(self.n_samples),
+            "source": self.source,
+        }
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the model as JSON (creates parent folders)."""
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> CostModel:
+        """Read a model written by ``save``; a one-line UserError for a missing or malformed file."""
+        p = Path(path)
+        if not p.is_file():
+            raise UserError(
+                f"cost model file {str(p)!r} does not exist: run the profiler or pass an existing file"
+            )
+        try:
+            data = json.loads(p.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise UserError(
+                f"cost model file {str(p)!r} is not valid JSON ({type(e).__name__}): re-create it"
+            ) from None
+        problem = _check(data)
+        if problem:
+            raise UserError(f"cost model file {str(p)!r} is malformed: {problem}")
+        return cls(
+            coef=np.array(data["coef"], dtype=np.float64),
+            window=int(data.get("window", 10)),
+            mape=None if data.get("mape") is None else float(data["mape"]),
+            n_samples=int(data.get("n_samples", 0)),
+            source=str(data.get("source", "fit")),
+        )
+
+
+def _check(data) -> str | None:
+    """What is wrong with a loaded JSON object, or None."""
+    if not isinstance(data, dict):
+        return "the top level must be an object"
+    if data.get("format") != _FORMAT:
+        return f"'format' must be {_FORMAT!r}"
+    if data.get("features") != list(FEATURES):
+        return f"'features' must be {list(FEATURES)}"
+    coef = data.get("coef")
+    if not isinstance(coef, list) or len(coef) != len(FEATURES):
+        return f"'coef' must be a list of {len(FEATURES)} numbers"
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in coef):
+        return "'coef' must hold numbers only"
+    if not all(math.isfinite(x) and x >= 0 for x in coef):
+        return "'coef' must be finite and >= 0"
+    window = data.get("window", 10)
+    if not isinstance(window, int) or isinstance(window, bool) or window < 1:
+        return "'window' must be a positive integer"
+    mape = data.get("mape")
+    if mape is not None and (not isinstance(mape, (int, float)) or isinstance(mape, bool) or mape < 0):
+        return "'mape' must be null or a number >= 0"
+    return None
+
+
+def default_cost_model(window: int = 10) -> CostModel:
+    """Analytic defaults, the order of magnitude of a 2-layer GCN + GRU (hidden 64) on 2 CPU cores:
+
+    2 µs per node-snapshot, 0.5 µs per edge, 0.2 µs per scored pair, 0.1 ms per snapshot,
+    1 ms per step (10k nodes and 100k edges per snapshot: about 70 ms, STACK-NOTES).
+    """
+    return CostModel(coef=np.array([2e-6, 5e-7, 2e-7, 1e-4, 1e-3]), window=window, source="analytic")
+
+
+def mape(predicted: np.ndarray, seconds: np.ndarray) -> float:
+    """Mean absolute percentage error (a fraction), over rows with seconds > 0."""
+    predicted, seconds = np.asarray(predicted, np.float64), np.asarray(seconds, np.float64)
+    ok = seconds > 0
+    if not ok.any():
+        return float("nan")
+    return float(np.mean(np.abs(predicted[ok] - seconds[ok]) / seconds[ok]))
+
+
+def _nnls(features: np.ndarray, seconds: np.ndarray) -> np.ndarray:
+    """Non-negative least squares with column scaling (features span many orders of magnitude)."""
+    scale = np.linalg.norm(features, axis=0)
+    scale[scale == 0] = 1.0
+    coef, _ = nnls(features / scale, seconds)
+    return coef / scale
+
+
+def fit(features: np.ndarray, seconds: np.ndarray, *, window: int = 10, source: str = "fit") -> CostModel:
+    """Fit seconds ≈ features · coef, coef >= 0 (``scipy.optimize.nnls``).
+
+    The error is measured out of sample: rows ``i % HOLDOUT_EVERY == HOLDOUT_EVERY - 1`` are held
+    out of a first fit and ``mape`` is its error on them (with fewer than ``HOLDOUT_EVERY`` rows, the
+    in-sample error). The returned coefficients are then refitted on all rows.
+
+    Args:
+      features: [N, F] from ``window_features`` (of measured steps' padded loads).
+      seconds: [N] measured step times.
+      window: stored as the model's default W.
+    """
+    features = np.asarray(features, dtype=np.float64)
+    seconds = np.asarray(seconds, dtype=np.float64).reshape(-1)
+    if features.ndim != 2 or features.shape[1] != len(FEATURES):
+        raise ValueError(f"features must be [N, {len(FEATURES)}], got {features.shape}")
+    if len(features) != len(seconds):
+        raise ValueError(f"{len(features)} feature rows but {len(seconds)} timings")
+    if len(seconds) == 0:
+        raise UserError("no timings to fit the cost model on: profile at least one step")
+    if not (np.all(np.isfinite(features)) and np.all(np.isfinite(seconds))):
+        raise ValueError("features and seconds must be finite")
+    rows = np.arange(len(seconds))
+    held = rows % HOLDOUT_EVERY == HOLDOUT_EVERY - 1
+    if held.any() and (~held).any():
+        coef = _nnls(features[~held], seconds[~held])
+        error = mape(features[held] @ coef, seconds[held])
+    else:
+        coef = _nnls(features, seconds)
+        error = mape(features @ coef, seconds)
+    coef = _nnls(features, seconds)
+    return CostModel(coef=coef, window=window, mape=error, n_samples=len(seconds), source=source)
+
+
+def padded_loads(loads: np.ndarray) -> np.ndarray:
+    """[S, 3] the per-step padded load: the max over devices of each column of loads [S, P, 3]."""
+    loads = np.asarray(loads, dtype=np.float64)
+    if loads.ndim != 3 or loads.shape[2] != 3:
+        raise ValueError(f"loads must be [S, P, 3], got {loads.shape}")
+    return loads.max(axis=1) if loads.shape[1] else np.zeros((loads.shape[0], 3))
+
+
+def predict_step_seconds(
+    loads: np.ndarray,
+    model: CostModel,
+    window: int | None = None,
+    padded: np.ndarray | None = None,
+) -> np.ndarray:
+    """[S] predicted SPMD step seconds: the model on the padded load of each step.
+
+    Args:
+      loads: [S, P, 3] real per-device loads (``metrics.step_loads``).
+      model: the cost model.
+      window: W (default: ``model.window``).
+      padded: [S, 3] the budgets the devices really ran with (e.g. after shape-bucket rounding);
+        default: the per-step max over devices.
+    """
+    budget = padded_loads(loads) if padded is None else np.asarray(padded, dtype=np.float64)
+    return model.predict(window_features(budget, model.window if window is None else window))

@@ -1,0 +1,91 @@
+"""The command line: bad input is one line on stderr, exit code 2, and nothing written to --out."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run_cli(*args, cwd=REPO, timeout=300):
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu"}
+    return subprocess.run(
+        [sys.executable, "-m", "dygnex_jax", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def edge_file(tmp_path, text, name="edges.txt"):
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+GOOD_ROWS = "".join(f"{i % 7} {(i * 3 + 1) % 7} {i * 10}\n" for i in range(60))
+
+BAD_INPUTS = {
+    "missing file": (["data.dataset=edges", "data.path=/nonexistent/edges.txt"], "does not exist"),
+    "malformed row": (["data.dataset=edges", "data.path={bad_row}"], "line 3"),
+    "non-numeric time": (["data.dataset=edges", "data.path={bad_time}"], "time"),
+    "unknown dataset": (["data.dataset=no_such_set"], "unknown dataset"),
+    "unknown config key": (["train.no_such_key=1"], "unknown config key 'train.no_such_key'"),
+    "window longer than series": (["data.window=500"], "data.window=500"),
+    "non-positive batch size": (["train.batch_size=0"], "train.batch_size must be positive"),
+    "wrong value type": (["train.epochs=many"], "train.epochs"),
+    "unknown model": (["model.name=transformer"], "unknown model.name"),
+    "unknown scheduler": (["schedule.method=magic"], "unknown schedule.method"),
+    "more devices than windows": (["train.batch_size=4"], "devices but only 4"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
+def test_bad_input_is_one_line_and_exit_2(case, tmp_path):
+    overrides, needle = BAD_INPUTS[case]
+    bad_row = edge_file(tmp_path, "1 2 10\n2 3 20\n4 5\n", "bad_row.txt")
+    bad_time = edge_file(tmp_path, "1 2 10\n2 3 noon\n", "bad_time.txt")
+    overrides = [o.format(bad_row=bad_row, bad_time=bad_time) for o in overrides]
+    out = tmp_path / "run"
+    result = run_cli("train", "--out", str(out), *overrides)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert needle in lines[0], lines[0]
+    assert not out.exists(), "nothing may be written on bad input"
+
+
+def test_missing_config_file(tmp_path):
+    result = run_cli("train", "--config", str(tmp_path / "nope.yaml"))
+    assert result.returncode == 2 and "does not exist" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_usage_error_is_one_line():
+    result = run_cli("fly")
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_smoke_train_writes_the_run_files(tmp_path):
+    out = tmp_path / "smoke"
+    result = run_cli("train", "--config", "configs/smoke.yaml", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in rows] == [1, 2]
+    for r in rows:
+        assert 0 < r["padding_efficiency"] <= 1 and r["loss"] > 0
+        assert 0 <= r["val_map"] <= 1 and 0 <= r["test_mrr"] <= 1
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["eval_candidates"] == "all" and summary["devices"] == 8
+    assert summary["final"]["test_map"] == rows[-1]["test_map"]
+    assert "name: smoke" in (out / "config.yaml").read_text()
+    # a second run into the same directory is refused, and the first run is left alone
+    again = run_cli("train", "--config", "configs/smoke.yaml", "--out", str(out))
+    assert again.returncode == 2 and "already holds a run" in again.stderr
+    assert len((out / "metrics.jsonl").read_text().splitlines()) == 2

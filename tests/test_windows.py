@@ -1,0 +1,94 @@
+"""Windows: chronological split, local ids, training negatives, packing round trip."""
+
+import numpy as np
+import pytest
+from conftest import make_toy_graph
+
+from dygnex_jax.config import DataConfig
+from dygnex_jax.data.windows import WindowSet
+from dygnex_jax.errors import UserError
+from dygnex_jax.graphs import DeviceWork, pack_device, step_budget
+
+
+def windows(**kw):
+    return WindowSet(make_toy_graph(), DataConfig(window=4, **kw))
+
+
+def test_split_is_chronological_and_complete():
+    ws = windows()
+    ids = np.concatenate([ws.splits[s] for s in ("train", "val", "test")])
+    np.testing.assert_array_equal(ids, np.arange(len(ws)))
+    assert ws.targets[ws.splits["train"]].max() < ws.targets[ws.splits["test"]].min()
+    np.testing.assert_array_equal(ws.targets, np.arange(4, 16))
+
+
+def test_local_window_maps_back_to_the_snapshots():
+    ws = windows()
+    g = ws.graph
+    for k in range(len(ws)):
+        win = ws.get(k)
+        for tau, e in enumerate(win.edges):
+            np.testing.assert_array_equal(win.nodes[e], g.snapshots[win.target - 4 + tau])
+        inactive = np.setdiff1d(np.arange(g.num_nodes), win.nodes)
+        assert (win.to_local(inactive) == len(win.nodes)).all()
+        np.testing.assert_array_equal(win.to_local(win.nodes), np.arange(len(win.nodes)))
+        deg = np.bincount(g.snapshots[win.target - 1][:, 1], minlength=g.num_nodes)[win.nodes]
+        np.testing.assert_array_equal(win.feat[-1, :-1], np.minimum(deg, ws.num_features - 1))
+
+
+def test_training_negatives_are_non_edges_among_active_nodes():
+    ws = windows()
+    k = int(ws.splits["train"][-1])
+    win = ws.get(k)
+    pairs, labels = ws.training_pairs(k, neg_mult=5, seed=0, epoch=3)
+    assert labels.sum() == len(win.positives) and (labels == 0).sum() == 5 * len(win.positives)
+    neg = pairs[labels == 0]
+    assert (neg[:, 0] != neg[:, 1]).all() and neg.max() < len(win.nodes)
+    codes = win.nodes[neg[:, 0]] * ws.graph.num_nodes + win.nodes[neg[:, 1]]
+    assert not np.isin(codes, win.positive_codes).any()
+    again, _ = ws.training_pairs(k, neg_mult=5, seed=0, epoch=3)
+    other, _ = ws.training_pairs(k, neg_mult=5, seed=0, epoch=4)
+    np.testing.assert_array_equal(pairs, again)
+    assert not np.array_equal(pairs, other)
+
+
+def test_costs_match_the_windows():
+    ws = windows(neg_mult=3)
+    c = ws.costs("train", 3)
+    for row, k in zip(c, ws.splits["train"]):
+        win = ws.get(int(k))
+        assert row[0] == win.num_local and row[1] == sum(len(e) for e in win.edges)
+        assert row[2] == 4 * len(win.positives)
+
+
+def test_pack_round_trip():
+    ws = windows()
+    ids = [0, 3, 5]
+    wins = [ws.get(k) for k in ids]
+    samples = [ws.training_pairs(k, 2, 0, 1) for k in ids]
+    work = DeviceWork(wins, [s[0] for s in samples], [s[1] for s in samples])
+    budget = step_budget([work], 1.25, 16, window_slots=4)
+    b = pack_device(work, budget, 4, class_weights=(0.25, 0.75))
+    off = 0
+    q = 0
+    for j, (win, (pairs, labels)) in enumerate(zip(wins, samples)):
+        m = win.num_local
+        assert (b["node_window"][off : off + m] == j).all() and b["window_sizes"][j] == m
+        np.testing.assert_array_equal(b["feat"][:, off : off + m], win.feat)
+        for tau, e in enumerate(win.edges):
+            mask = (b["edge_mask"][tau] > 0) & (b["senders"][tau] >= off) & (b["senders"][tau] < off + m)
+            got = np.stack([b["senders"][tau][mask], b["receivers"][tau][mask]], 1) - off
+            np.testing.assert_array_equal(got, e)
+        np.testing.assert_array_equal(b["pair_src"][q : q + len(pairs)] - off, pairs[:, 0])
+        np.testing.assert_array_equal(b["pair_label"][q : q + len(pairs)], labels)
+        np.testing.assert_allclose(b["pair_weight"][q : q + len(pairs)], np.where(labels == 1, 0.75, 0.25))
+        off += m
+        q += len(pairs)
+    pad = budget.nodes - 1
+    assert (b["node_window"][off:] == budget.windows).all() and b["window_sizes"][-1] == budget.nodes - off
+    assert (b["senders"][b["edge_mask"] == 0] == pad).all() and (b["pair_weight"][q:] == 0).all()
+
+
+def test_window_longer_than_series():
+    with pytest.raises(UserError, match="data.window=40"):
+        WindowSet(make_toy_graph(), DataConfig(window=40))
