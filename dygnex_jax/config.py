@@ -81,6 +81,9 @@ class ScheduleConfig:
     alpha: float = 1.0  # padded-objective weight of max nodes per device
     beta: float = 1.0  # ... of max edges per device
     gamma: float = 1.0  # ... of max target pairs per device
+    # Balance the edges of every time offset separately (costs [K, W + 2]), as the packed step pads
+    # edges per offset; false: one summed edge column (costs [K, 3]).
+    time_resolved: bool = True
     time_limit: float = 10.0  # dygnex_l: solver seconds per step (an epoch may take steps x this)
     mip_gap: float = 0.01  # dygnex_l: relative gap at which a step's solve stops
     solver: str = "HIGHS"  # cvxpy MILP solver name

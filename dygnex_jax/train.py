@@ -72,6 +72,7 @@ class Trainer:
         self.graph = graph if graph is not None else _datasets.load_dataset(c.data)
         self.windows = WindowSet(self.graph, c.data)
         self.train_costs = self.windows.costs("train", c.data.neg_mult)
+        self.schedule_costs = self.windows.schedule_costs("train", c.data.neg_mult, c.schedule.time_resolved)
         # --- mesh -------------------------------------------------------------------------------
         self.mesh = mesh if mesh is not None else parallel.make_mesh(c.parallel.devices)
         self.n_devices = self.mesh.size
@@ -129,7 +130,12 @@ class Trainer:
     def train_epoch(self, epoch: int, progress=None) -> dict:
         c = self.config
         sched = schedule(
-            self.train_costs, self.n_devices, c.train.batch_size, c.schedule, seed=c.train.seed, epoch=epoch
+            self.schedule_costs,
+            self.n_devices,
+            c.train.batch_size,
+            c.schedule,
+            seed=c.train.seed,
+            epoch=epoch,
         )
         start = time.perf_counter()
         loss_sum = weight_sum = 0.0

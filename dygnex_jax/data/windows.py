@@ -131,6 +131,20 @@ class WindowSet:
         c[:, 2] = c[:, 2] * (1 + neg_mult) if neg_mult is not None else 0.0
         return c
 
+    def edge_profile(self, split: str) -> np.ndarray:
+        """[K_split, W] edges of every window of a split at every time offset."""
+        counts = self.graph.edge_counts()
+        w = self.window
+        return np.stack([counts[t - w : t] for t in self.targets[self.splits[split]]]).astype(np.float64)
+
+    def schedule_costs(self, split: str, neg_mult: int | None, time_resolved: bool) -> np.ndarray:
+        """Costs handed to the scheduler: ``costs`` [K, 3], or time-resolved [K, W + 2] (nodes, edges at
+        every offset, pairs)."""
+        c = self.costs(split, neg_mult)
+        if not time_resolved:
+            return c
+        return np.column_stack([c[:, :1], self.edge_profile(split), c[:, 2:]])
+
     def get(self, k: int) -> LocalWindow:
         """The local arrays of window k (cached while the cache holds < 50M edges)."""
         if k in self._cache:

@@ -4,7 +4,9 @@ This package imports numpy/scipy/cvxpy only, never JAX (DESIGN §5).
 
 Cost vectors: ``costs`` is a float array [K, 3] with one row per window k and the columns
 ``(nodes, edges, pairs)``: the nodes of the window's packed graph, the edges summed over its W
-snapshots, and its target pairs. A device's load in a step is the column sum over its windows;
+snapshots, and its target pairs. Time-resolved costs [K, W + 2] split the edge column into the W
+time offsets (the packed step pads edges per offset, so balancing every offset is what counts);
+every method works on any number of columns, with ``cost_weights(settings, D)``. A device's load in a step is the column sum over its windows;
 under SPMD the step costs the per-column maximum over devices (DESIGN §2), so the objective of a
 step is ``weights · max_p load_p`` with ``weights = (alpha, beta, gamma)``.
 """
@@ -32,6 +34,7 @@ class ScheduleSettings(Protocol):
     alpha: float
     beta: float
     gamma: float
+    time_resolved: bool
     time_limit: float
     mip_gap: float
     solver: str
@@ -99,9 +102,13 @@ def available_methods() -> list[str]:
     return sorted(_METHODS)
 
 
-def cost_weights(settings: ScheduleSettings) -> np.ndarray:
-    """[3] the (alpha, beta, gamma) weights of the padded objective."""
-    return np.array([settings.alpha, settings.beta, settings.gamma], dtype=np.float64)
+def cost_weights(settings: ScheduleSettings, n_columns: int = 3) -> np.ndarray:
+    """[D] weights of the padded objective: (alpha, beta, gamma) for (nodes, edges, pairs), or, for
+    time-resolved costs (nodes, edges at offset 0..W-1, pairs) with D = W + 2, beta on every edge column."""
+    if n_columns < 3:
+        raise ValueError(f"costs need at least 3 columns (nodes, edges..., pairs), got {n_columns}")
+    beta = [settings.beta] * (n_columns - 2)
+    return np.array([settings.alpha, *beta, settings.gamma], dtype=np.float64)
 
 
 def schedule(
@@ -126,8 +133,8 @@ def schedule(
       A validated ``Schedule`` with ``seconds`` set to the wall time of the method.
     """
     costs = np.asarray(costs, dtype=np.float64)
-    if costs.ndim != 2 or costs.shape[1] != len(COST_COLUMNS):
-        raise ValueError(f"costs must be [K, {len(COST_COLUMNS)}], got {costs.shape}")
+    if costs.ndim != 2 or costs.shape[1] < len(COST_COLUMNS):
+        raise ValueError(f"costs must be [K, 3] or time-resolved [K, W + 2], got {costs.shape}")
     k = len(costs)
     if batch_size < 1:
         raise UserError(f"train.batch_size must be positive, got {batch_size}")

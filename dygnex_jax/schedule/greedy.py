@@ -54,12 +54,12 @@ _REL_TOL = 1e-9
 _TIE_EPS = 1e-9  # LPT ties: prefer the lower scalar load (a relative nudge)
 
 
-def checked_weights(settings: ScheduleSettings) -> np.ndarray:
-    """[3] (alpha, beta, gamma); a UserError unless all are >= 0 and at least one is > 0."""
-    w = cost_weights(settings)
+def checked_weights(settings: ScheduleSettings, n_columns: int = 3) -> np.ndarray:
+    """[D] objective weights (``base.cost_weights``); a UserError unless all are >= 0 and one is > 0."""
+    w = cost_weights(settings, n_columns)
     if not np.all(np.isfinite(w)) or np.any(w < 0) or not np.any(w > 0):
         raise UserError(
-            f"schedule.alpha/beta/gamma must be >= 0 with at least one > 0, got {tuple(w.tolist())}"
+            f"schedule.alpha/beta/gamma must be >= 0 with at least one > 0, got {(settings.alpha, settings.beta, settings.gamma)}"
         )
     return w
 
@@ -406,7 +406,7 @@ def greedy_schedule(
     name: str = "dygnex_g",
 ) -> tuple[Schedule, list[np.ndarray], list[np.ndarray]]:
     """The greedy schedule plus its step composition and per-step device arrays (for dygnex_l)."""
-    weights = checked_weights(settings)
+    weights = checked_weights(settings, costs.shape[1])
     steps = order_steps(costs, batch_size, weights, settings.jitter, rng)
     devices, info = place_steps(costs, steps, n_devices, weights)
     objectives = [step_objective(costs[i], d, n_devices, weights) for i, d in zip(steps, devices)]

@@ -49,6 +49,7 @@ import scipy.sparse as sp
 from ..errors import UserError
 from .base import Schedule, ScheduleSettings, register
 from .greedy import (
+    checked_weights,
     dimension_lower_bounds,
     greedy_schedule,
     split_by_device,
@@ -369,7 +370,7 @@ def dygnex_l(
     start_time = time.perf_counter()
     base, steps, devices = greedy_schedule(costs, n_devices, batch_size, settings, rng, name="dygnex_l")
     greedy_seconds = time.perf_counter() - start_time
-    weights = np.array([settings.alpha, settings.beta, settings.gamma], dtype=np.float64)
+    weights = checked_weights(settings, costs.shape[1])
     gap = float(settings.mip_gap)
     use_highspy = solver == "HIGHS" and bool(getattr(settings, "ilp_warm_start", True))
     if use_highspy:  # no cvxpy import on this path (it costs about a second)
