@@ -28,6 +28,20 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument(
         "overrides", nargs="*", metavar="key=value", help="config overrides, e.g. train.epochs=3"
     )
+
+    sched = sub.add_parser("schedule", help="build one epoch's schedule without training and measure it")
+    sched.add_argument("--config", help="YAML config (default: the embedded synthetic default)")
+    sched.add_argument("--devices", type=int, default=0, help="P (default parallel.devices, else 8)")
+    sched.add_argument("--json", help="write the figures as JSON to this file")
+    sched.add_argument("--plot", help="draw per-device loads per step to this PNG")
+    sched.add_argument("overrides", nargs="*", metavar="key=value")
+
+    prof = sub.add_parser("profile", help="time train steps over a spread of sizes and fit the cost model")
+    prof.add_argument("--config", help="YAML config (default: the embedded synthetic default)")
+    prof.add_argument("--out", default="", help="output directory (default runs/profile-<name>-<time>)")
+    prof.add_argument("--steps", type=int, default=24, help="steps to time (default 24)")
+    prof.add_argument("--repeats", type=int, default=3, help="timed runs per step after its compile")
+    prof.add_argument("overrides", nargs="*", metavar="key=value")
     return parser
 
 
@@ -42,6 +56,25 @@ def main(argv: list[str] | None = None) -> int:
             from .train import train_and_evaluate
 
             train_and_evaluate(config, args.out)
+        elif args.command == "schedule":
+            from . import plan
+
+            devices = args.devices or config.parallel.devices or 8
+            result = plan.plan(config, devices)
+            plan.print_table([result])
+            if args.json:
+                plan.write_json(result, args.json)
+            if args.plot:
+                plan.plot_loads(result, args.plot)
+        elif args.command == "profile":
+            import time
+
+            from .profile import run_profile
+
+            if args.steps < 2 or args.repeats < 1:
+                raise UserError("profile needs --steps >= 2 and --repeats >= 1")
+            out = args.out or f"runs/profile-{config.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+            run_profile(config, out, n_steps=args.steps, repeats=args.repeats)
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -75,7 +75,7 @@ class TrainConfig:
 
 @dataclasses.dataclass
 class ScheduleConfig:
-    method: str = "psg"  # psg (even split by count), dygnex_g (greedy), dygnex_l (per-step MILP)
+    method: str = "dygnex_g"  # dygnex_g (greedy), dygnex_l (per-step MILP), psg (even split by count)
     shuffle: bool = True  # psg: shuffle windows every epoch (else time order)
     jitter: float = 0.1  # cost-ordered methods: randomness kept in mini-batch composition
     alpha: float = 1.0  # padded-objective weight of max nodes per device
@@ -84,6 +84,12 @@ class ScheduleConfig:
     # Balance the edges of every time offset separately (costs [K, W + 2]), as the packed step pads
     # edges per offset; false: one summed edge column (costs [K, 3]).
     time_resolved: bool = True
+    # Cost model JSON from `python -m dygnex_jax profile` ("" = none): when given, alpha/beta/gamma are
+    # its seconds per node, edge and pair, and predicted step times use it (else the analytic default).
+    cost_model: str = ""
+    # Every N epochs, re-fit the cost model on the step times measured so far and re-schedule with
+    # its weights (0 = never).
+    reschedule_every: int = 0
     time_limit: float = 10.0  # dygnex_l: solver seconds per step (an epoch may take steps x this)
     mip_gap: float = 0.01  # dygnex_l: relative gap at which a step's solve stops
     solver: str = "HIGHS"  # cvxpy MILP solver name
@@ -242,6 +248,10 @@ def validate(config: Config) -> None:
         (config.model.hidden >= 1, f"model.hidden must be positive, got {config.model.hidden}"),
         (config.model.layers >= 1, f"model.layers must be positive, got {config.model.layers}"),
         (config.model.cheb_k >= 1, f"model.cheb_k must be positive, got {config.model.cheb_k}"),
+        (
+            config.schedule.reschedule_every >= 0,
+            f"schedule.reschedule_every must be >= 0, got {config.schedule.reschedule_every}",
+        ),
         (config.parallel.devices >= 0, f"parallel.devices must be >= 0, got {config.parallel.devices}"),
         (
             config.parallel.bucket_ratio > 1,

@@ -102,8 +102,9 @@ def plot_loads(result: dict, path: str | Path) -> None:
     width = 0.8 / p
     for d in range(p):
         ax.bar(np.arange(s) + d * width, loads[:, d], width, label=f"device {d}" if p <= 8 else None)
+    ax.set_xticks(np.arange(s) + 0.4 - width / 2, [str(i) for i in range(s)])
     ax.set_xlabel("step")
-    ax.set_ylabel("weighted load (alpha·nodes + beta·edges + gamma·pairs)")
+    ax.set_ylabel("load (a·nodes + b·edges + g·pairs)")
     ax.set_title(
         f"{result['dataset']}: {result['method']}, P={p}, B={result['batch_size']}, "
         f"padding efficiency {result['padding_efficiency']:.3f}"

@@ -10,6 +10,7 @@ candidate pairs as EvolveGCN does (MAP, MRR).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import statistics
@@ -37,6 +38,7 @@ from .evaluation import (
 from .graphs import DeviceWork, bucket, pack_device, padded_work, real_work, stack_devices, step_budget
 from .models import LinkPredictor, create_model, dense_pair_scores
 from .schedule import available_methods, cost_weights, schedule
+from .schedule.cost import CostModel, default_cost_model, fit, window_features
 from .schedule.metrics import summarize
 
 
@@ -86,7 +88,13 @@ class Trainer:
         # --- model & optimiser ------------------------------------------------------------------
         self.model = create_model(c.model, self.windows.num_features)
         self.tx = create_optimizer(c.train)
-        self.weights = cost_weights(c.schedule)
+        # --- cost model: the scheduler's weights (seconds per node / edge / pair when profiled) ---
+        if c.schedule.cost_model:
+            self.set_cost_model(CostModel.load(c.schedule.cost_model))
+        else:
+            self.cost_model = default_cost_model(self.windows.window)
+            self.settings = c.schedule
+        self.step_log: list[tuple[np.ndarray, float]] = []  # (padded work, seconds) of compiled steps
         example = self.pack([[0]], "train", epoch=0)[0]
         local = {k: v[0] for k, v in example.items()}
         self.params = parallel.replicate(self.mesh, self.model.init(jax.random.key(c.train.seed), local))
@@ -99,6 +107,30 @@ class Trainer:
         self.score_fn = jax.jit(dense_pair_scores)
         self.candidate_mode = self._candidate_mode()
         self._eval_candidates: dict[int, tuple] = {}
+
+    def set_cost_model(self, model: CostModel) -> None:
+        """Use ``model``'s seconds per node, edge and pair as the scheduler's alpha, beta, gamma."""
+        alpha, beta, gamma = (float(x) for x in model.weights(self.windows.window))
+        if alpha + beta + gamma <= 0:
+            raise UserError("the cost model has all-zero coefficients: profile again with more steps")
+        self.cost_model = model
+        self.settings = dataclasses.replace(self.config.schedule, alpha=alpha, beta=beta, gamma=gamma)
+
+    @property
+    def weights(self) -> np.ndarray:
+        return cost_weights(self.settings)
+
+    def refit_cost_model(self) -> CostModel | None:
+        """Fit the cost model on the step times measured so far (compiling steps excluded)."""
+        if len(self.step_log) < 5:
+            return None
+        work = np.array([w for w, _ in self.step_log])
+        seconds = np.array([s for _, s in self.step_log])
+        model = fit(
+            window_features(work, self.windows.window), seconds, window=self.windows.window, source="refit"
+        )
+        self.set_cost_model(model)
+        return model
 
     # --- packing ------------------------------------------------------------------------------
 
@@ -133,27 +165,34 @@ class Trainer:
             self.schedule_costs,
             self.n_devices,
             c.train.batch_size,
-            c.schedule,
+            self.settings,
             seed=c.train.seed,
             epoch=epoch,
         )
         start = time.perf_counter()
         loss_sum = weight_sum = 0.0
-        real = padded = 0.0
+        real = padded = predicted = 0.0
         budgets = set()
         for i, step in enumerate(sched.steps):
             batch, work, budget = self.pack(step, "train", epoch)
             budgets.add(budget.as_tuple())
+            compiled = len(self.train_step.traces)
+            step_start = time.perf_counter()
             self.params, self.opt_state, stats = self.train_step(
                 self.params, self.opt_state, parallel.shard_batch(self.mesh, batch)
             )
             loss, weight = float(stats["loss"]), float(stats["weight"])
+            step_seconds = time.perf_counter() - step_start
+            pw = padded_work(budget, self.windows.window)
+            if len(self.train_step.traces) == compiled:  # compile time is no step time
+                self.step_log.append((pw, step_seconds))
+            predicted += float(self.cost_model.predict_costs(pw[None], self.windows.window)[0])
             if not math.isfinite(loss):
                 raise UserError(f"non-finite loss at epoch {epoch} step {i}: lower train.learning_rate")
             loss_sum += loss * weight
             weight_sum += weight
             real += sum(float(real_work(d) @ self.weights) for d in work)
-            padded += self.n_devices * float(padded_work(budget, self.windows.window) @ self.weights)
+            padded += self.n_devices * float(pw @ self.weights)
             if progress:
                 progress(i + 1, sched.num_steps)
         seconds = time.perf_counter() - start
@@ -161,6 +200,7 @@ class Trainer:
         return {
             "loss": loss_sum / max(weight_sum, 1e-12),
             "epoch_seconds": seconds,
+            "predicted_epoch_seconds": predicted,
             "padding_efficiency": real / padded if padded else 1.0,
             "schedule_padding_efficiency": sched_stats["padding_efficiency"],
             "imbalance": sched_stats["imbalance"],
@@ -302,6 +342,15 @@ def train_and_evaluate(config: Config, out_dir: str | Path | None = None, *, str
     epochs = config.train.epochs
     for epoch in range(1, epochs + 1):
         row = {"epoch": epoch, **trainer.train_epoch(epoch, progress.bar(epoch, epochs))}
+        every = config.schedule.reschedule_every
+        if every and epoch % every == 0 and epoch < epochs:
+            model = trainer.refit_cost_model()
+            if model is not None:
+                row["refit_mape"] = model.mape
+                progress.line(
+                    f"re-fitted the cost model on {model.n_samples} measured steps (held-out error "
+                    f"{100 * model.mape:.1f}%); re-scheduling with its weights"
+                )
         if epoch % config.train.eval_every == 0 or epoch == epochs:
             start = time.perf_counter()
             for split in ("val", "test"):

@@ -89,3 +89,79 @@ def test_smoke_train_writes_the_run_files(tmp_path):
     again = run_cli("train", "--config", "configs/smoke.yaml", "--out", str(out))
     assert again.returncode == 2 and "already holds a run" in again.stderr
     assert len((out / "metrics.jsonl").read_text().splitlines()) == 2
+
+
+def test_schedule_command_writes_json_and_plot(tmp_path):
+    out_json, out_png = tmp_path / "s.json", tmp_path / "s.png"
+    result = run_cli(
+        "schedule",
+        "--config",
+        "configs/smoke.yaml",
+        "--devices",
+        "4",
+        "--json",
+        str(out_json),
+        "--plot",
+        str(out_png),
+        "schedule.method=dygnex_g",
+        "train.batch_size=8",
+    )
+    assert result.returncode == 0, result.stderr
+    got = json.loads(out_json.read_text())
+    for key in (
+        "method",
+        "devices",
+        "batch_size",
+        "padding_efficiency",
+        "imbalance",
+        "predicted_epoch_seconds",
+        "scheduler_seconds",
+        "fallback",
+    ):
+        assert key in got
+    assert got["method"] == "dygnex_g" and got["devices"] == 4 and got["batch_size"] == 8
+    assert 0 < got["packed_padding_efficiency"] <= got["padding_efficiency"] <= 1
+    assert out_png.read_bytes()[:4] == b"\x89PNG"
+    assert "dygnex_g" in result.stdout
+
+
+def test_profile_fits_and_training_uses_the_model(tmp_path):
+    prof = tmp_path / "prof"
+    result = run_cli(
+        "profile",
+        "--config",
+        "configs/smoke.yaml",
+        "--steps",
+        "6",
+        "--repeats",
+        "1",
+        "--out",
+        str(prof),
+        "parallel.bucket_ratio=1.1",
+        "parallel.min_bucket=8",
+        "parallel.devices=2",
+        "train.batch_size=4",
+    )
+    assert result.returncode == 0, result.stderr
+    model = json.loads((prof / "cost_model.json").read_text())
+    assert model["n_samples"] >= 5 and model["mape"] is not None and min(model["coef"]) >= 0
+    run = tmp_path / "run"
+    result = run_cli(
+        "train",
+        "--config",
+        "configs/smoke.yaml",
+        "--out",
+        str(run),
+        "train.epochs=1",
+        f"schedule.cost_model={prof / 'cost_model.json'}",
+    )
+    assert result.returncode == 0, result.stderr
+    row = json.loads((run / "metrics.jsonl").read_text().splitlines()[0])
+    assert row["predicted_epoch_seconds"] > 0
+
+
+def test_missing_cost_model_is_a_user_error(tmp_path):
+    result = run_cli(
+        "train", "--config", "configs/smoke.yaml", f"schedule.cost_model={tmp_path / 'none.json'}"
+    )
+    assert result.returncode == 2 and "cost model file" in result.stderr

@@ -96,7 +96,7 @@ def test_compilations_bounded_by_buckets():
     for epoch in (1, 2):  # re-derive the budgets the steps used
         from dygnex_jax.schedule import schedule
 
-        sched = schedule(tr.train_costs, 8, 8, tr.config.schedule, seed=tr.config.train.seed, epoch=epoch)
+        sched = schedule(tr.schedule_costs, 8, 8, tr.settings, seed=tr.config.train.seed, epoch=epoch)
         for step in sched.steps:
             budgets.add(tr.pack(step, "train", epoch)[2].as_tuple())
     assert 1 <= len(tr.train_step.traces) <= len(budgets)
