@@ -102,6 +102,9 @@ class ParallelConfig:
     devices: int = 0  # data-parallel devices (0 = all local devices)
     bucket_ratio: float = 1.25  # padded budgets are rounded up to a geometric grid with this ratio
     min_bucket: int = 64  # smallest budget of every padded dimension
+    # Run a step on an already-compiled larger budget when its padded work is at most this fraction
+    # above the step's own bucket: fewer compilations for a little padding (0 = never).
+    reuse_slack: float = 0.25
 
 
 @dataclasses.dataclass

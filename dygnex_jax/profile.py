@@ -11,6 +11,7 @@ with ``schedule.reschedule_every``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import statistics
 import time
@@ -62,6 +63,8 @@ def profile_steps(trainer: Trainer, n_steps: int, seed: int) -> list[list]:
 def run_profile(
     config: Config, out_dir: str | Path, n_steps: int = 24, repeats: int = 3, log=print
 ) -> CostModel:
+    # every step on its own bucket: re-using a larger compiled budget would blur the spread of sizes
+    config = dataclasses.replace(config, parallel=dataclasses.replace(config.parallel, reuse_slack=0.0))
     trainer = Trainer(config)
     out = Path(out_dir)
     steps = profile_steps(trainer, n_steps, config.train.seed)

@@ -35,7 +35,16 @@ from .evaluation import (
     snapshot_metrics_compressed,
     weighted_mean,
 )
-from .graphs import DeviceWork, bucket, pack_device, padded_work, real_work, stack_devices, step_budget
+from .graphs import (
+    Budget,
+    DeviceWork,
+    bucket,
+    pack_device,
+    padded_work,
+    real_work,
+    stack_devices,
+    step_budget,
+)
 from .models import LinkPredictor, create_model, dense_pair_scores
 from .schedule import available_methods, cost_weights, schedule
 from .schedule.cost import CostModel, default_cost_model, fit, window_features
@@ -94,6 +103,7 @@ class Trainer:
         else:
             self.cost_model = default_cost_model(self.windows.window)
             self.settings = c.schedule
+        self._budgets: set[Budget] = set()  # train budgets used so far (compiled)
         self.step_log: list[tuple[np.ndarray, float]] = []  # (padded work, seconds) of compiled steps
         example = self.pack([[0]], "train", epoch=0)[0]
         local = {k: v[0] for k, v in example.items()}
@@ -145,6 +155,23 @@ class Trainer:
         empty = [np.zeros((0, 2), np.int32) for _ in wins]
         return DeviceWork(wins, empty, [np.zeros(0, np.int32) for _ in wins])
 
+    def reuse_budget(self, budget: Budget) -> Budget:
+        """The cheapest compiled budget that holds ``budget`` within ``parallel.reuse_slack``, else itself."""
+        cost = lambda b: float(padded_work(b, self.windows.window) @ self.weights)  # noqa: E731
+        limit = (1.0 + self.config.parallel.reuse_slack) * cost(budget)
+        fits = [
+            b
+            for b in self._budgets
+            if b.windows == budget.windows
+            and b.nodes >= budget.nodes
+            and b.edges >= budget.edges
+            and b.pairs >= budget.pairs
+            and cost(b) <= limit
+        ]
+        chosen = min(fits, key=lambda b: (cost(b), b.as_tuple())) if fits else budget
+        self._budgets.add(chosen)
+        return chosen
+
     def pack(self, step: list, split: str, epoch: int):
         """Window ids per device -> (host batch [P, ...], per-device work, budget)."""
         split_ids = self.windows.splits[split]
@@ -153,6 +180,8 @@ class Trainer:
         per_step = self.config.train.batch_size if split == "train" else self._eval_per_step()
         slots = -(-per_step // self.n_devices)
         budget = step_budget(work, self.config.parallel.bucket_ratio, self.config.parallel.min_bucket, slots)
+        if split == "train":
+            budget = self.reuse_budget(budget)
         cw = self.config.train.class_weights
         batch = stack_devices([pack_device(d, budget, self.windows.window, cw) for d in work])
         return batch, work, budget
