@@ -42,6 +42,9 @@ class DataConfig:
     train_frac: float = 0.7  # chronological split of target snapshots (EvolveGCN: 0.7 / 0.1 / 0.2)
     val_frac: float = 0.1
     neg_mult: int = 10  # training negatives per positive target edge, resampled every epoch
+    # Training negatives: "uniform" over all nodes, or "active" (EvolveGCN's "smart" sampling: only
+    # nodes with an edge in the window's history; see data/windows.py).
+    neg_sampling: str = "uniform"
     # Synthetic dynamic SBM (dataset "synthetic").
     syn_nodes: int = 600
     syn_snapshots: int = 48

@@ -36,16 +36,26 @@ def test_local_window_maps_back_to_the_snapshots():
         np.testing.assert_array_equal(win.feat[-1, :-1], np.minimum(deg, ws.num_features - 1))
 
 
-def test_training_negatives_are_non_edges_among_active_nodes():
-    ws = windows()
+@pytest.mark.parametrize("sampling", ["active", "uniform"])
+def test_training_negatives_are_non_edges(sampling):
+    ws = windows(neg_sampling=sampling)
     k = int(ws.splits["train"][-1])
     win = ws.get(k)
     pairs, labels = ws.training_pairs(k, neg_mult=5, seed=0, epoch=3)
     assert labels.sum() == len(win.positives) and (labels == 0).sum() == 5 * len(win.positives)
     neg = pairs[labels == 0]
-    assert (neg[:, 0] != neg[:, 1]).all() and neg.max() < len(win.nodes)
-    codes = win.nodes[neg[:, 0]] * ws.graph.num_nodes + win.nodes[neg[:, 1]]
-    assert not np.isin(codes, win.positive_codes).any()
+    bg = len(win.nodes)
+    if sampling == "active":
+        assert (neg[:, 0] != neg[:, 1]).all() and neg.max() < bg
+        codes = win.nodes[neg[:, 0]] * ws.graph.num_nodes + win.nodes[neg[:, 1]]
+        assert not np.isin(codes, win.positive_codes).any()
+    else:  # the background node appears about as often as inactive nodes are common
+        both_active = (neg < bg).all(axis=1)
+        codes = win.nodes[neg[both_active, 0]] * ws.graph.num_nodes + win.nodes[neg[both_active, 1]]
+        assert not np.isin(codes, win.positive_codes).any()
+        assert (neg[both_active, 0] != neg[both_active, 1]).all()
+        share = (neg == bg).mean()
+        assert abs(share - (1 - bg / ws.graph.num_nodes)) < 0.1
     again, _ = ws.training_pairs(k, neg_mult=5, seed=0, epoch=3)
     other, _ = ws.training_pairs(k, neg_mult=5, seed=0, epoch=4)
     np.testing.assert_array_equal(pairs, again)

@@ -181,11 +181,13 @@ class WindowSet:
     # -------------------------------------------------------------------------------------------
 
     def training_pairs(self, k: int, neg_mult: int, seed: int, epoch: int) -> tuple[np.ndarray, np.ndarray]:
-        """Positives + ``neg_mult``× as many sampled non-edges among the window's active nodes.
+        """Positives + ``neg_mult``× as many sampled non-edges of the target snapshot.
 
-        Negatives are drawn uniformly from active-node pairs (EvolveGCN's "smart" sampling), never a
-        self-pair or an edge of the target snapshot. The stream depends only on (seed, epoch, window),
-        so any scheduler sees the same samples.
+        ``data.neg_sampling``: ``uniform`` draws both ends from all N nodes (an inactive node becomes the
+        background node, so training sees background pairs as often as evaluation ranks them);
+        ``active`` draws them among the window's active nodes only (EvolveGCN's "smart" sampling).
+        Never a self-pair or an edge of the target snapshot. The stream depends only on
+        (seed, epoch, window), so any scheduler sees the same samples.
 
         Returns:
           pairs: [Q, 2] int32 local pairs (positives first), labels: [Q] int32 (1 edge, 0 non-edge).
@@ -193,21 +195,21 @@ class WindowSet:
         win = self.get(k)
         pos = win.positives
         want = len(pos) * neg_mult
-        a = len(win.nodes)
+        n = self.graph.num_nodes
+        pool = win.nodes if self.cfg.neg_sampling == "active" else np.arange(n)
         neg = np.zeros((0, 2), np.int32)
-        if want and a >= 2:
+        if want and len(pool) >= 2:
             rng = np.random.default_rng([seed, epoch, k, 7])
             parts, have = [], 0
             for _ in range(20):
-                cand = rng.integers(0, a, size=(int(want * 1.3) + 16, 2))
+                cand = pool[rng.integers(0, len(pool), size=(int(want * 1.3) + 16, 2))]
                 cand = cand[cand[:, 0] != cand[:, 1]]
-                codes = win.nodes[cand[:, 0]] * self.graph.num_nodes + win.nodes[cand[:, 1]]
-                ok = ~_isin_sorted(codes, win.positive_codes)
+                ok = ~_isin_sorted(cand[:, 0] * n + cand[:, 1], win.positive_codes)
                 parts.append(cand[ok])
                 have += int(ok.sum())
                 if have >= want:
                     break
-            neg = np.concatenate(parts)[:want].astype(np.int32)
+            neg = win.to_local(np.concatenate(parts)[:want].ravel()).reshape(-1, 2)
         pairs = np.concatenate([pos, neg]).astype(np.int32)
         labels = np.concatenate([np.ones(len(pos), np.int32), np.zeros(len(neg), np.int32)])
         return pairs, labels

@@ -1,0 +1,153 @@
+"""tools/sweep.py and tools/bench_schedulers.py, run as a user would (subprocesses, tiny settings)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def run_tool(script, *args, timeout=300):
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu"}
+    return subprocess.run(
+        [sys.executable, str(REPO / "tools" / script), *map(str, args)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def assert_one_line_error(proc, *fragments):
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    for f in fragments:
+        assert f in lines[0], lines[0]
+
+
+def test_sweep_schedule_only(tmp_path):
+    out = tmp_path / "sweep"
+    proc = run_tool(
+        "sweep.py",
+        "--config",
+        "configs/smoke.yaml",
+        "--grid",
+        "schedule.method=psg,dygnex_g",
+        "--grid",
+        "train.batch_size=4,8",
+        "--devices",
+        "4",
+        "--out",
+        out,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "[4/4]" in proc.stdout and "padding_efficiency" in proc.stdout
+    rows = json.loads((out / "sweep.json").read_text())
+    assert isinstance(rows, list) and len(rows) == 4
+    points = {(r["schedule.method"], r["train.batch_size"]) for r in rows}
+    assert points == {(m, b) for m in ("psg", "dygnex_g") for b in (4, 8)}
+    for r in rows:
+        assert r["devices"] == 4 and r["batch_size"] == r["train.batch_size"]
+        assert 0 < r["padding_efficiency"] <= 1
+        assert 0 < r["packed_padding_efficiency"] <= 1
+        assert r["imbalance"] >= 0 and r["scheduler_seconds"] >= 0
+    eff = {(r["schedule.method"], r["train.batch_size"]): r["padding_efficiency"] for r in rows}
+    for b in (4, 8):
+        assert eff["dygnex_g", b] >= eff["psg", b] - 1e-12, eff
+    assert (out / "sweep.png").read_bytes().startswith(PNG_MAGIC)
+
+
+@pytest.mark.parametrize(
+    "grid, fragment",
+    [
+        ("schedule.method", "KEY=V1,V2"),
+        ("schedule.method=psg,,dygnex_g", "empty value"),
+        ("schedule.no_such_key=1,2", "unknown config key 'schedule.no_such_key'"),
+        ("schedule.method=psg,bogus", "unknown schedule.method 'bogus'"),
+    ],
+)
+def test_sweep_bad_grid(tmp_path, grid, fragment):
+    out = tmp_path / "sweep"
+    proc = run_tool("sweep.py", "--config", "configs/smoke.yaml", "--grid", grid, "--out", out)
+    assert_one_line_error(proc, fragment)
+    assert not out.exists()
+
+
+def test_bench_bad_measure_selector(tmp_path):
+    proc = run_tool("bench_schedulers.py", "--quick", "--measure", "smoke:x", "--out", tmp_path / "b")
+    assert_one_line_error(proc, "--measure")
+
+
+def test_bench_quick(tmp_path):
+    out = tmp_path / "bench"
+    proc = run_tool("bench_schedulers.py", "--quick", "--out", out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads((out / "bench_schedulers.json").read_text())
+    meta = result["meta"]
+    assert meta["nproc"] >= 1 and meta["date"] and meta["flags"]["quick"] is True
+
+    rows = result["datasets"]
+    assert {r["method"] for r in rows} == {"psg", "dygnex_g", "dygnex_l"}
+    assert {r["batch_size"] for r in rows} == {4, 8}
+    for r in rows:
+        assert r["dataset"] == "smoke" and r["devices"] == 4
+        assert 0 < r["padding_efficiency"] <= 1 and 0 < r["packed_padding_efficiency"] <= 1
+        assert r["imbalance"] >= 0 and r["scheduler_seconds"] >= 0
+
+    measured = {r["method"]: r for r in result["measured"]}
+    assert set(measured) == {"psg", "dygnex_g", "dygnex_l"}
+    for r in measured.values():
+        assert (r["devices"], r["batch_size"]) == (4, 4)
+        assert r["epoch_seconds"] > 0 and len(r["epoch_seconds_all"]) == 1
+        assert 0 < r["measured_padding_efficiency"] <= 1
+        assert r["compiled_in_timed_run"] == 0 and r["warmups"] >= 1
+        assert r["speedup_vs_psg"] > 0
+    assert measured["psg"]["speedup_vs_psg"] == pytest.approx(1.0)
+
+    (big,) = result["big"]
+    assert big["windows"] == 2000 and big["devices"] == 64 and big["seconds_min"] > 0
+    assert result["rows"] and result["summary"]  # the cost-vector part
+
+    table = (out / "bench_schedulers.md").read_text()
+    assert table.startswith("| dataset | P | B | method |")
+    assert len([line for line in table.splitlines() if line.startswith("| synthetic (smoke) |")]) == 6
+    assert table in proc.stdout
+    for name in ("bench_schedulers.png", "bench_schedulers_costs.png"):
+        assert (out / name).read_bytes().startswith(PNG_MAGIC)
+
+
+@pytest.mark.slow
+def test_sweep_train(tmp_path):
+    out = tmp_path / "sweep"
+    proc = run_tool(
+        "sweep.py",
+        "--config",
+        "configs/smoke.yaml",
+        "--grid",
+        "schedule.method=psg,dygnex_g",
+        "--train",
+        "--devices",
+        "4",
+        "train.epochs=1",
+        "--out",
+        out,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = json.loads((out / "sweep.json").read_text())
+    assert [r["schedule.method"] for r in rows] == ["psg", "dygnex_g"]
+    for r in rows:
+        assert 0 <= r["best_val_map"] <= 1 and r["median_epoch_seconds"] > 0
+        assert (Path(r["run_dir"]) / "summary.json").is_file()
+    assert (out / "sweep.png").read_bytes().startswith(PNG_MAGIC)
+    again = run_tool(
+        "sweep.py", "--config", "configs/smoke.yaml", "--grid", "schedule.method=psg", "--train", "--out", out
+    )
+    assert_one_line_error(again, "already holds runs")
