@@ -202,6 +202,7 @@ class Trainer:
         loss_sum = weight_sum = 0.0
         real = padded = predicted = 0.0
         budgets = set()
+        self.last_steps: list[dict] = []  # per-step figures of this epoch (steps.jsonl)
         for i, step in enumerate(sched.steps):
             batch, work, budget = self.pack(step, "train", epoch)
             budgets.add(budget.as_tuple())
@@ -215,13 +216,29 @@ class Trainer:
             pw = padded_work(budget, self.windows.window)
             if len(self.train_step.traces) == compiled:  # compile time is no step time
                 self.step_log.append((pw, step_seconds))
-            predicted += float(self.cost_model.predict_costs(pw[None], self.windows.window)[0])
+            step_predicted = float(self.cost_model.predict_costs(pw[None], self.windows.window)[0])
+            predicted += step_predicted
             if not math.isfinite(loss):
                 raise UserError(f"non-finite loss at epoch {epoch} step {i}: lower train.learning_rate")
             loss_sum += loss * weight
             weight_sum += weight
-            real += sum(float(real_work(d) @ self.weights) for d in work)
+            loads = [float(real_work(d) @ self.weights) for d in work]
+            real += sum(loads)
             padded += self.n_devices * float(pw @ self.weights)
+            self.last_steps.append(
+                {
+                    "epoch": epoch,
+                    "step": i,
+                    "seconds": step_seconds,
+                    "compiled": len(self.train_step.traces) > compiled,
+                    "predicted_seconds": step_predicted,
+                    "budget": list(budget.as_tuple()),
+                    "device_loads": loads,
+                    "padding_efficiency": sum(loads) / (self.n_devices * float(pw @ self.weights)),
+                    "imbalance": max(loads) / max(np.mean(loads), 1e-12) - 1.0,
+                    "loss": loss,
+                }
+            )
             if progress:
                 progress(i + 1, sched.num_steps)
         seconds = time.perf_counter() - start
@@ -368,6 +385,7 @@ def train_and_evaluate(config: Config, out_dir: str | Path | None = None, *, str
     )
     history = []
     metrics_file = (out / "metrics.jsonl").open("w")
+    steps_file = (out / "steps.jsonl").open("w")
     epochs = config.train.epochs
     for epoch in range(1, epochs + 1):
         row = {"epoch": epoch, **trainer.train_epoch(epoch, progress.bar(epoch, epochs))}
@@ -390,6 +408,8 @@ def train_and_evaluate(config: Config, out_dir: str | Path | None = None, *, str
         history.append(row)
         metrics_file.write(json.dumps(row) + "\n")
         metrics_file.flush()
+        steps_file.write("".join(json.dumps(r) + "\n" for r in trainer.last_steps))
+        steps_file.flush()
         evals = "".join(
             f"  {s} MAP {row[f'{s}_map']:.4f} MRR {row[f'{s}_mrr']:.4f}"
             for s in ("val", "test")
@@ -400,6 +420,7 @@ def train_and_evaluate(config: Config, out_dir: str | Path | None = None, *, str
             f"pad-eff {row['padding_efficiency']:.3f}"
         )
     metrics_file.close()
+    steps_file.close()
     summary = summarize_run(config, trainer, history)
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     progress.line(f"wrote {out}/summary.json")

@@ -81,6 +81,9 @@ def test_smoke_train_writes_the_run_files(tmp_path):
     for r in rows:
         assert 0 < r["padding_efficiency"] <= 1 and r["loss"] > 0
         assert 0 <= r["val_map"] <= 1 and 0 <= r["test_mrr"] <= 1
+    steps = [json.loads(line) for line in (out / "steps.jsonl").read_text().splitlines()]
+    assert {s["epoch"] for s in steps} == {1, 2} and all(len(s["device_loads"]) == 8 for s in steps)
+    assert all(0 < s["padding_efficiency"] <= 1 for s in steps)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["eval_candidates"] == "all" and summary["devices"] == 8
     assert summary["final"]["test_map"] == rows[-1]["test_map"]
