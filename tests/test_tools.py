@@ -151,3 +151,45 @@ def test_sweep_train(tmp_path):
         "sweep.py", "--config", "configs/smoke.yaml", "--grid", "schedule.method=psg", "--train", "--out", out
     )
     assert_one_line_error(again, "already holds runs")
+
+
+def load_tool(name):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"tool_{name}", REPO / "tools" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_schedule_tap_caches_and_samples():
+    import numpy as np
+
+    from dygnex_jax.config import ScheduleConfig
+    from dygnex_jax.schedule import schedule
+
+    bench = load_tool("bench_schedulers")
+    tap = bench.ScheduleTap(schedule)
+    costs = bench.lognormal_costs(40, seed=0)
+    settings = ScheduleConfig(method="dygnex_g")
+    first = tap(costs, 4, 8, settings, seed=0, epoch=3)
+    assert tap(costs, 4, 8, settings, seed=0, epoch=3) is first and len(tap.cache) == 1
+    assert tap(costs, 4, 8, settings, seed=0, epoch=4) is not first
+    tap.choose = lambda sched: ([1, 3], np.array([2.0, 3.0]))
+    part = tap(costs, 4, 8, settings, seed=0, epoch=3)
+    assert tap.full is first and tap.subset == [1, 3] and part.num_steps == 2
+    for got, want in zip(part.steps, [first.steps[1], first.steps[3]]):
+        assert all(np.array_equal(a, b) for a, b in zip(got, want))
+
+
+def test_sweep_grid_parsing():
+    sweep = load_tool("sweep")
+    assert sweep.parse_grid("train.class_weights=[0.1,0.9], [0.5,0.5]") == (
+        "train.class_weights",
+        ["[0.1,0.9]", "[0.5,0.5]"],
+    )
+    assert sweep.parse_grid(" schedule.method = psg,dygnex_g ") == ("schedule.method", ["psg", "dygnex_g"])
+    assert sweep.point_name([("schedule.method", "psg"), ("train.batch_size", "8")]) == (
+        "method=psg_batch_size=8"
+    )
