@@ -7,3 +7,14 @@ class UserError(Exception):
     The message must be one line that names the problem and says what to do. The CLI prints
     ``error: <message>`` to stderr and exits with code 2; no traceback.
     """
+
+
+def run_tool(main) -> int:
+    """Run a command-line ``main()``: a ``UserError`` becomes ``error: <message>`` and exit code 2."""
+    import sys
+
+    try:
+        return main()
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2

@@ -47,6 +47,7 @@ from .graphs import (
 )
 from .models import LinkPredictor, create_model, dense_pair_scores
 from .schedule import available_methods, cost_weights, schedule
+from .schedule.base import check_sizes
 from .schedule.cost import CostModel, default_cost_model, fit, window_features
 from .schedule.metrics import summarize
 
@@ -87,13 +88,7 @@ class Trainer:
         # --- mesh -------------------------------------------------------------------------------
         self.mesh = mesh if mesh is not None else parallel.make_mesh(c.parallel.devices)
         self.n_devices = self.mesh.size
-        k_train = len(self.train_costs)
-        if self.n_devices > min(c.train.batch_size, k_train):
-            raise UserError(
-                f"{self.n_devices} devices but only {min(c.train.batch_size, k_train)} training windows per "
-                f"step ({k_train} windows, batch_size {c.train.batch_size}): use fewer devices "
-                "(parallel.devices) or a larger train.batch_size"
-            )
+        check_sizes(len(self.train_costs), self.n_devices, c.train.batch_size)
         # --- model & optimiser ------------------------------------------------------------------
         self.model = create_model(c.model, self.windows.num_features)
         self.tx = create_optimizer(c.train)
@@ -106,6 +101,7 @@ class Trainer:
         self._budgets: set[Budget] = set()  # train budgets used so far (compiled)
         self.step_log: list[tuple[np.ndarray, float]] = []  # (padded work, seconds) of compiled steps
         example = self.pack([[0]], "train", epoch=0)[0]
+        self._budgets.clear()  # the init example is not a training step
         local = {k: v[0] for k, v in example.items()}
         self.params = parallel.replicate(self.mesh, self.model.init(jax.random.key(c.train.seed), local))
         self.opt_state = parallel.replicate(self.mesh, self.tx.init(self.params))

@@ -72,7 +72,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from dygnex_jax.config import ScheduleConfig, load_config  # noqa: E402
-from dygnex_jax.errors import UserError  # noqa: E402
+from dygnex_jax.errors import UserError, run_tool  # noqa: E402
 from dygnex_jax.schedule import schedule  # noqa: E402
 from dygnex_jax.schedule.cost import default_cost_model  # noqa: E402
 from dygnex_jax.schedule.metrics import (  # noqa: E402
@@ -1068,8 +1068,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+    sys.exit(run_tool(main))

@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from dygnex_jax.config import Config, load_config, parse_override  # noqa: E402
-from dygnex_jax.errors import UserError  # noqa: E402
+from dygnex_jax.errors import UserError, run_tool  # noqa: E402
 from dygnex_jax.schedule import available_methods  # noqa: E402
 
 FAKE_DEVICES_FLAG = "--xla_force_host_platform_device_count"
@@ -310,8 +310,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+    sys.exit(run_tool(main))

@@ -111,6 +111,22 @@ def cost_weights(settings: ScheduleSettings, n_columns: int = 3) -> np.ndarray:
     return np.array([settings.alpha, *beta, settings.gamma], dtype=np.float64)
 
 
+def check_sizes(n_windows: int, n_devices: int, batch_size: int) -> None:
+    """One-line UserErrors for a batch size, device count or window count that cannot be scheduled."""
+    if batch_size < 1:
+        raise UserError(f"train.batch_size must be positive, got {batch_size}")
+    if n_devices < 1:
+        raise UserError(f"the device count must be positive, got {n_devices}")
+    if n_windows == 0:
+        raise UserError("there are no windows to schedule: the split has no target snapshots")
+    if n_devices > min(batch_size, n_windows):
+        raise UserError(
+            f"{n_devices} devices but only {min(batch_size, n_windows)} windows per step "
+            f"({n_windows} windows, batch_size {batch_size}): use fewer devices (parallel.devices) "
+            "or a larger train.batch_size"
+        )
+
+
 def schedule(
     costs: np.ndarray,
     n_devices: int,
@@ -136,17 +152,7 @@ def schedule(
     if costs.ndim != 2 or costs.shape[1] < len(COST_COLUMNS):
         raise ValueError(f"costs must be [K, 3] or time-resolved [K, W + 2], got {costs.shape}")
     k = len(costs)
-    if batch_size < 1:
-        raise UserError(f"train.batch_size must be positive, got {batch_size}")
-    if n_devices < 1:
-        raise UserError(f"the device count must be positive, got {n_devices}")
-    if k == 0:
-        raise UserError("there are no windows to schedule: the split has no target snapshots")
-    if n_devices > min(batch_size, k):
-        raise UserError(
-            f"{n_devices} devices but only {min(batch_size, k)} windows per step "
-            f"({k} windows, batch_size {batch_size}): use fewer devices or a larger batch"
-        )
+    check_sizes(k, n_devices, batch_size)
     if settings.method not in _METHODS:
         raise UserError(
             f"unknown schedule.method {settings.method!r}: choose one of {', '.join(available_methods())}"
