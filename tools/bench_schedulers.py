@@ -488,7 +488,7 @@ def plot_summary(suite_rows, measured, big, path: Path) -> None:
             ax.bar(x + i * width, eff, width, color=colors[m], label=m)
             ax.plot(x + i * width, packed, "k.", ms=7, label="packed (SPMD budget)" if i == 0 else None)
         ax.set_xticks(x + width * (len(methods) - 1) / 2)
-        ax.set_xticklabels([f"{d}\nB={b}" for d, b in groups], fontsize=8)
+        ax.set_xticklabels([f"{d}\nB={b}" for d, b in groups], fontsize=8, rotation=30, ha="right")
         ax.set_ylim(0, 1.2)
         ax.axhline(1.0, color="k", lw=0.5)
         ax.legend(fontsize=8, ncol=4, loc="upper right")
@@ -513,7 +513,7 @@ def plot_summary(suite_rows, measured, big, path: Path) -> None:
             ax.bar(x + i * width, sp, width, color=colors[m], label=m)
         ax.axhline(1.0, color="k", lw=0.8, ls="--")
         ax.set_xticks(x + width * (len(others) - 1) / 2)
-        ax.set_xticklabels([f"{d}\nP={p} B={b}" for d, p, b in groups], fontsize=8)
+        ax.set_xticklabels([f"{d} B={b}" for d, p, b in groups], fontsize=8, rotation=30, ha="right")
         ax.legend(fontsize=8)
     else:
         ax.text(0.5, 0.5, "not measured", ha="center", transform=ax.transAxes)
