@@ -65,7 +65,7 @@ def test_padding_invariance(model):
     (n_b, d_b), g_b = vg(params, local(loose))
     np.testing.assert_allclose(float(d_a), float(d_b), rtol=1e-6)  # same terms, other summation order
     np.testing.assert_allclose(float(n_a), float(n_b), rtol=1e-6)
-    assert_trees_close(g_a, g_b, 1e-6)
+    assert_trees_close(g_a, g_b, 1e-5)  # float32 sums over differently padded segments
     embed = jax.jit(lambda p, b: tr.model.apply(p, b, method=LinkPredictor.embed))
     emb = lambda b: embed(params, local(b))  # noqa: E731
     real = work.real_nodes()
