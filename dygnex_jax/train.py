@@ -115,11 +115,15 @@ class Trainer:
         self._eval_candidates: dict[int, tuple] = {}
 
     def set_cost_model(self, model: CostModel) -> None:
-        """Use ``model``'s seconds per node, edge and pair as the scheduler's alpha, beta, gamma."""
+        """Use ``model``'s seconds per node, edge and pair as the scheduler's alpha, beta, gamma (the
+        config's weights stay when the model charges nothing per node, edge or pair)."""
         alpha, beta, gamma = (float(x) for x in model.weights(self.windows.window))
-        if alpha + beta + gamma <= 0:
-            raise UserError("the cost model has all-zero coefficients: profile again with more steps")
         self.cost_model = model
+        if alpha + beta + gamma <= 0:
+            # The fit put all time into the per-step constant: sizes do not matter at this scale, so
+            # any balance is as good as another; keep the config's alpha/beta/gamma.
+            self.settings = self.config.schedule
+            return
         self.settings = dataclasses.replace(self.config.schedule, alpha=alpha, beta=beta, gamma=gamma)
 
     @property

@@ -59,7 +59,6 @@ import hashlib
 import json
 import os
 import platform
-import re
 import statistics
 import sys
 import tempfile
@@ -72,6 +71,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from dygnex_jax.config import ScheduleConfig, load_config  # noqa: E402
+from dygnex_jax.devices import force_host_devices  # noqa: E402
 from dygnex_jax.errors import UserError, run_tool  # noqa: E402
 from dygnex_jax.schedule import schedule  # noqa: E402
 from dygnex_jax.schedule.cost import default_cost_model  # noqa: E402
@@ -83,7 +83,6 @@ from dygnex_jax.schedule.metrics import (  # noqa: E402
 )
 
 METHODS = ("psg", "dygnex_g", "dygnex_l")
-FAKE_DEVICES_FLAG = "--xla_force_host_platform_device_count"
 
 
 # ================================================================================================
@@ -124,22 +123,6 @@ SUITE = {
 }
 # --quick: the test config; one large minimum bucket means few shapes, so few compilations (seconds each)
 QUICK_SUITE = Suite("smoke", "synthetic (smoke)", "configs/smoke.yaml", ("parallel.min_bucket=4096",))
-
-
-def force_host_devices(n: int) -> None:
-    """Make XLA's CPU platform expose at least n devices. Must run before JAX is imported."""
-    flags = os.environ.get("XLA_FLAGS", "")
-    found = re.search(rf"{FAKE_DEVICES_FLAG}=(\d+)", flags)
-    if found and int(found.group(1)) >= n:
-        return
-    if "jax" in sys.modules:
-        raise UserError(
-            f"JAX was imported before {n} fake CPU devices could be requested: "
-            f"set XLA_FLAGS={FAKE_DEVICES_FLAG}={n}"
-        )
-    flags = re.sub(rf"{FAKE_DEVICES_FLAG}=\d+", "", flags)
-    os.environ["XLA_FLAGS"] = f"{flags} {FAKE_DEVICES_FLAG}={n}".strip()
-    os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 
 def parse_batch_token(text: str) -> str:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
 import re
 import sys
 import time
@@ -32,10 +31,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from dygnex_jax.config import Config, load_config, parse_override  # noqa: E402
+from dygnex_jax.devices import force_host_devices  # noqa: E402
 from dygnex_jax.errors import UserError, run_tool  # noqa: E402
 from dygnex_jax.schedule import available_methods  # noqa: E402
 
-FAKE_DEVICES_FLAG = "--xla_force_host_platform_device_count"
 SCHEDULE_FIGURES = (
     "padding_efficiency",
     "packed_padding_efficiency",
@@ -114,19 +113,6 @@ def build_points(config_path, grids, overrides) -> list[dict]:
     if len(set(names)) != len(names):
         raise UserError("two grid points get the same directory name: use distinct values")
     return points
-
-
-def force_host_devices(n: int) -> None:
-    """Ask XLA's CPU platform for at least n devices (before JAX is imported)."""
-    flags = os.environ.get("XLA_FLAGS", "")
-    found = re.search(rf"{FAKE_DEVICES_FLAG}=(\d+)", flags)
-    if found and int(found.group(1)) >= n:
-        return
-    if "jax" in sys.modules:
-        raise UserError(f"JAX was imported before {n} fake CPU devices could be requested")
-    flags = re.sub(rf"{FAKE_DEVICES_FLAG}=\d+", "", flags)
-    os.environ["XLA_FLAGS"] = f"{flags} {FAKE_DEVICES_FLAG}={n}".strip()
-    os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 
 def schedule_point(cfg: Config, devices: int, cache: dict) -> dict:

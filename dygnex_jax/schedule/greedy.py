@@ -75,12 +75,16 @@ def order_steps(
     noise = rng.standard_normal(k)
     key = scalar * np.exp(float(jitter) * noise) if jitter > 0 else scalar
     order = np.argsort(-key, kind="stable").astype(np.int64)
-    batches = step_batches(order, batch_size)
-    n_full = k // batch_size
-    perm = rng.permutation(n_full)
-    steps = [batches[i] for i in perm]
-    if k % batch_size:
-        steps.append(batches[-1])
+    n_full, rem = divmod(k, batch_size)
+    # The short step (k % B windows) is cut at a random place of the cost order, not always from its
+    # light tail: it runs last in every epoch, and a fixed group there biases the end-of-epoch model.
+    cut = int(rng.integers(0, n_full + 1)) * batch_size if rem else k
+    short = order[cut : cut + rem]
+    rest = np.concatenate([order[:cut], order[cut + rem :]])
+    batches = step_batches(rest, batch_size)
+    steps = [batches[i] for i in rng.permutation(n_full)]
+    if rem:
+        steps.append(short)
     return steps
 
 
