@@ -23,7 +23,13 @@ from .data.windows import WindowSet
 from .graphs import bucket
 from .schedule import Schedule, cost_weights, schedule
 from .schedule.cost import CostModel, default_cost_model
-from .schedule.metrics import padding_efficiency, predicted_epoch_seconds, step_loads, summarize
+from .schedule.metrics import (
+    padding_efficiency,
+    predicted_epoch_seconds,
+    scalar_loads,
+    step_loads,
+    summarize,
+)
 
 
 def packed_budgets(
@@ -73,7 +79,7 @@ def plan(config: Config, devices: int, ws: WindowSet | None = None, model: CostM
         "cost_model": model.source,
         "scheduler_seconds": sched.seconds,
         "fallback": sched.fallback,
-        "step_loads": (loads @ weights).tolist(),
+        "step_loads": scalar_loads(loads, weights).tolist(),
     }
 
 

@@ -39,6 +39,7 @@ from .graphs import (
     Budget,
     DeviceWork,
     bucket,
+    node_offsets,
     pack_device,
     padded_work,
     real_work,
@@ -280,10 +281,8 @@ class Trainer:
             batch, work, _ = self.pack(step, split, epoch=0)
             emb = np.asarray(self.embed_step(self.params, parallel.shard_batch(self.mesh, batch)))
             for p, dev in enumerate(work):
-                off = 0
-                for win in dev.windows:
+                for win, off in zip(dev.windows, node_offsets(dev)):
                     out[win.index] = emb[p, off : off + win.num_local]
-                    off += win.num_local
         return out
 
     def local_scores(self, emb: np.ndarray) -> np.ndarray:

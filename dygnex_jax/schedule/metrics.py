@@ -60,7 +60,7 @@ def padding_efficiency(loads: np.ndarray, weights: np.ndarray, padded: np.ndarra
 
 def imbalance(loads: np.ndarray, weights: np.ndarray) -> float:
     """Mean over steps of max/mean − 1 of the scalar per-device loads (0.0 = perfect)."""
-    scalar = np.einsum("spd,d->sp", loads, weights)
+    scalar = scalar_loads(loads, weights)
     mean = scalar.mean(axis=1)
     ok = mean > 0
     if not ok.any():
