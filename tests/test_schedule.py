@@ -125,12 +125,33 @@ def test_greedy_without_jitter_batches_by_cost_in_random_step_order():
     chunks = [set(ranks[i : i + 8].tolist()) for i in range(0, 64, 8)]
     orders = []
     for seed in range(4):
-        s = schedule(costs, 2, 8, cfg("dygnex_g", jitter=0.0), seed=seed)
+        s = schedule(costs, 2, 8, cfg("dygnex_g", jitter=0.0, compose="sorted"), seed=seed)
         steps = [set(np.concatenate(step).tolist()) for step in s.steps]
         assert sorted(map(sorted, steps)) == sorted(map(sorted, chunks))  # heavy with heavy
         orders.append([chunks.index(st) for st in steps])
     assert any(o != sorted(o) for o in orders)  # steps are not presented in cost order
     assert len({tuple(o) for o in orders}) > 1
+
+
+def test_greedy_rows_steps_are_whole_rows_that_mix_cost_levels():
+    """compose=rows: a step is B/P whole rows of P cost-consecutive windows from anywhere in the order."""
+    k, n_dev, b = 67, 4, 12
+    costs = lognormal(k, 8)
+    ranks = np.argsort(-(costs @ np.ones(3)), kind="stable")
+    rows = [frozenset(ranks[i : i + n_dev].tolist()) for i in range(0, k, n_dev)]
+    row_of = {w: r for r, row in enumerate(rows) for w in row}
+    spreads = []
+    for seed in range(3):
+        s = schedule(costs, n_dev, b, cfg("dygnex_g", jitter=0.0, compose="rows"), seed=seed)
+        assert [sum(len(w) for w in step) for step in s.steps] == [12] * 5 + [7]
+        for step in s.steps[:-1]:
+            ids = np.concatenate(step).tolist()
+            assert {row_of[w] for w in ids} <= set(range(len(rows)))
+            step_rows = {row_of[w] for w in ids}
+            assert all(rows[r] <= set(ids) for r in step_rows) and len(step_rows) == b // n_dev
+            spreads.append(max(step_rows) - min(step_rows))
+        assert rows[-1] <= set(np.concatenate(s.steps[-1]).tolist())  # the short row runs in the short step
+    assert np.mean(spreads) > 2  # steps mix cost levels (sorted composition would give spread 2)
 
 
 def test_greedy_short_last_step_stays_last():

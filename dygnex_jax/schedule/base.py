@@ -31,6 +31,7 @@ class ScheduleSettings(Protocol):
     method: str
     shuffle: bool
     jitter: float
+    compose: str
     alpha: float
     beta: float
     gamma: float

@@ -2,11 +2,14 @@
 
 1. **Step composition.** Every window gets a scalar cost ``c_k = w · costs_k`` (w = alpha, beta,
    gamma). Windows are ordered by ``c_k · exp(jitter · z_k)``, z_k ~ N(0, 1) from the seeded rng,
-   heaviest first, and cut into steps of B: heavy windows from any time range share a step with
-   heavy ones, light with light. ``jitter = 0`` is the pure cost order; larger values mix more.
-   The full steps are then presented in a random (seeded) order, so mini-batches do not arrive
-   sorted by cost; a short last step (K mod B windows, the lightest) stays last, as
-   ``Schedule.validate`` expects.
+   heaviest first. ``schedule.compose = "rows"`` (default) cuts that order into rows of P windows of
+   about equal cost, shuffles the rows and cuts the row sequence into steps of B: a step is B/P rows
+   from anywhere in the cost order (and so from any time range), like a random mini-batch of cost
+   levels, while every device can take one window of each row. ``"sorted"`` cuts the order itself
+   into steps of B (heavy windows share a step with heavy ones), presents the full steps in a random
+   order and puts the short step (K mod B windows, cut at a random place of the order) last, as
+   ``Schedule.validate`` expects; with rows a short row (K mod P) goes to the short step.
+   ``jitter = 0`` is the pure cost order; larger values mix more.
 2. **Placement.** Each step's windows go onto the P devices by LPT on the multi-dimensional padded
    objective: windows in decreasing scalar cost, each to the device that minimises the resulting
    ``w · max_p load_p`` (ties to the lower scalar load); the first P go one per device. All steps
@@ -52,6 +55,7 @@ SWAP_PARTNERS = 8
 ALL_PARTNERS_MAX_DEVICES = 32
 _REL_TOL = 1e-9
 _TIE_EPS = 1e-9  # LPT ties: prefer the lower scalar load (a relative nudge)
+COMPOSE = ("rows", "sorted")  # schedule.compose: how windows are grouped into steps
 
 
 def checked_weights(settings: ScheduleSettings, n_columns: int = 3) -> np.ndarray:
@@ -65,17 +69,37 @@ def checked_weights(settings: ScheduleSettings, n_columns: int = 3) -> np.ndarra
 
 
 def order_steps(
-    costs: np.ndarray, batch_size: int, weights: np.ndarray, jitter: float, rng: np.random.Generator
+    costs: np.ndarray,
+    batch_size: int,
+    weights: np.ndarray,
+    jitter: float,
+    rng: np.random.Generator,
+    n_devices: int = 1,
+    compose: str = "rows",
 ) -> list[np.ndarray]:
-    """The greedy step composition: window ids per step, in the (randomised) order of the epoch."""
+    """The greedy step composition: window ids per step, in the (randomised) order of the epoch.
+
+    ``compose="sorted"`` cuts the jittered cost order into steps of B (every step holds windows of
+    one cost level). ``compose="rows"`` cuts it into rows of P windows of about equal cost, shuffles
+    the rows and cuts the row sequence into steps of B: a step is B/P random rows, so it mixes cost
+    levels (and time ranges) like a random mini-batch while each device gets one window of every
+    row, i.e. an about equal load.
+    """
     if not jitter >= 0:
         raise UserError(f"schedule.jitter must be >= 0 (0 = pure cost order), got {jitter}")
+    if compose not in COMPOSE:
+        raise UserError(f"schedule.compose must be one of {', '.join(COMPOSE)}, got {compose!r}")
     k = len(costs)
     scalar = costs @ weights
     noise = rng.standard_normal(k)
     key = scalar * np.exp(float(jitter) * noise) if jitter > 0 else scalar
     order = np.argsort(-key, kind="stable").astype(np.int64)
     n_full, rem = divmod(k, batch_size)
+    if compose == "rows":
+        rows = step_batches(order, max(1, n_devices))
+        tail = [rows.pop()] if len(rows[-1]) < n_devices else []  # a short row goes to the short step
+        sequence = np.concatenate([rows[i] for i in rng.permutation(len(rows))] + tail)
+        return step_batches(sequence, batch_size)
     # The short step (k % B windows) is cut at a random place of the cost order, not always from its
     # light tail: it runs last in every epoch, and a fixed group there biases the end-of-epoch model.
     cut = int(rng.integers(0, n_full + 1)) * batch_size if rem else k
@@ -411,7 +435,9 @@ def greedy_schedule(
 ) -> tuple[Schedule, list[np.ndarray], list[np.ndarray]]:
     """The greedy schedule plus its step composition and per-step device arrays (for dygnex_l)."""
     weights = checked_weights(settings, costs.shape[1])
-    steps = order_steps(costs, batch_size, weights, settings.jitter, rng)
+    steps = order_steps(
+        costs, batch_size, weights, settings.jitter, rng, n_devices, settings.compose
+    )
     devices, info = place_steps(costs, steps, n_devices, weights)
     objectives = [step_objective(costs[i], d, n_devices, weights) for i, d in zip(steps, devices)]
     bounds = [step_lower_bound(costs[i], n_devices, weights) for i in steps]
