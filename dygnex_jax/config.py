@@ -81,9 +81,10 @@ class ScheduleConfig:
     method: str = "dygnex_g"  # dygnex_g (greedy), dygnex_l (per-step MILP), psg (even split by count)
     shuffle: bool = True  # psg: shuffle windows every epoch (else time order)
     jitter: float = 0.1  # cost-ordered methods: randomness kept in mini-batch composition
-    # Cost-ordered methods: "rows" = a step is B/P random rows of P equal-cost windows (mixes cost
-    # levels like a random mini-batch); "sorted" = a step is B consecutive windows of the cost order.
-    compose: str = "rows"
+    # Cost-ordered methods, how windows form steps: "strata" = one window from each of B cost strata
+    # (a stratified random mini-batch); "rows" = B/P random rows of P equal-cost windows; "sorted" =
+    # B consecutive windows of the cost order. Later ones balance better, earlier ones mix better.
+    compose: str = "strata"
     alpha: float = 1.0  # padded-objective weight of max nodes per device
     beta: float = 1.0  # ... of max edges per device
     gamma: float = 1.0  # ... of max target pairs per device

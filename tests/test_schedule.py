@@ -154,6 +154,25 @@ def test_greedy_rows_steps_are_whole_rows_that_mix_cost_levels():
     assert np.mean(spreads) > 2  # steps mix cost levels (sorted composition would give spread 2)
 
 
+def test_greedy_strata_steps_take_one_window_of_every_cost_stratum():
+    """compose=strata: a full step is a stratified sample, one window from each of B cost strata."""
+    k, n_dev, b = 67, 4, 12
+    costs = lognormal(k, 9)
+    ranks = np.argsort(-(costs @ np.ones(3)), kind="stable")
+    firsts = set()
+    for seed in range(3):
+        s = schedule(costs, n_dev, b, cfg("dygnex_g", jitter=0.0, compose="strata"), seed=seed)
+        steps = [np.concatenate(step) for step in s.steps]
+        assert [len(x) for x in steps] == [12] * 5 + [7]
+        short = set(steps[-1].tolist())
+        rest = [w for w in ranks.tolist() if w not in short]  # cost order without the short step
+        stratum = {w: i // 5 for i, w in enumerate(rest)}
+        for x in steps[:-1]:
+            assert sorted(stratum[w] for w in x.tolist()) == list(range(12))
+        firsts.add(tuple(sorted(steps[0].tolist())))
+    assert len(firsts) == 3  # the dealing is random per seed
+
+
 def test_greedy_short_last_step_stays_last():
     costs = lognormal(50, 6)
     s = schedule(costs, 4, 16, cfg("dygnex_g"), seed=3)

@@ -2,14 +2,17 @@
 
 1. **Step composition.** Every window gets a scalar cost ``c_k = w · costs_k`` (w = alpha, beta,
    gamma). Windows are ordered by ``c_k · exp(jitter · z_k)``, z_k ~ N(0, 1) from the seeded rng,
-   heaviest first. ``schedule.compose = "rows"`` (default) cuts that order into rows of P windows of
-   about equal cost, shuffles the rows and cuts the row sequence into steps of B: a step is B/P rows
-   from anywhere in the cost order (and so from any time range), like a random mini-batch of cost
-   levels, while every device can take one window of each row. ``"sorted"`` cuts the order itself
-   into steps of B (heavy windows share a step with heavy ones), presents the full steps in a random
-   order and puts the short step (K mod B windows, cut at a random place of the order) last, as
-   ``Schedule.validate`` expects; with rows a short row (K mod P) goes to the short step.
-   ``jitter = 0`` is the pure cost order; larger values mix more.
+   heaviest first (``jitter = 0``: the pure cost order). ``schedule.compose`` then forms the steps:
+   - ``strata`` (default): K mod B windows drawn at random form the short last step; the rest of the
+     order is cut into B strata of consecutive windows and each stratum is dealt at random, one
+     window to every full step. A step is a stratified random mini-batch (one window of every cost
+     level), so its gradient is as unbiased a sample as PSG's, and all steps weigh about the same.
+   - ``rows``: the order is cut into rows of P windows of about equal cost; the rows are shuffled and
+     a step takes B/P of them, so every device can get one window of each row (better balance; but
+     with sliding windows equal cost mostly means neighbouring, overlapping windows, so a step holds
+     only B/P distinct time ranges); a short row (K mod P) goes to the short step.
+   - ``sorted``: the order itself is cut into steps of B (heavy with heavy; the best balance, the
+     least mixing), presented in a random order, the short step cut at a random place and run last.
 2. **Placement.** Each step's windows go onto the P devices by LPT on the multi-dimensional padded
    objective: windows in decreasing scalar cost, each to the device that minimises the resulting
    ``w · max_p load_p`` (ties to the lower scalar load); the first P go one per device. All steps
@@ -55,7 +58,7 @@ SWAP_PARTNERS = 8
 ALL_PARTNERS_MAX_DEVICES = 32
 _REL_TOL = 1e-9
 _TIE_EPS = 1e-9  # LPT ties: prefer the lower scalar load (a relative nudge)
-COMPOSE = ("rows", "sorted")  # schedule.compose: how windows are grouped into steps
+COMPOSE = ("strata", "rows", "sorted")  # schedule.compose: how windows are grouped into steps
 
 
 def checked_weights(settings: ScheduleSettings, n_columns: int = 3) -> np.ndarray:
@@ -77,14 +80,8 @@ def order_steps(
     n_devices: int = 1,
     compose: str = "rows",
 ) -> list[np.ndarray]:
-    """The greedy step composition: window ids per step, in the (randomised) order of the epoch.
-
-    ``compose="sorted"`` cuts the jittered cost order into steps of B (every step holds windows of
-    one cost level). ``compose="rows"`` cuts it into rows of P windows of about equal cost, shuffles
-    the rows and cuts the row sequence into steps of B: a step is B/P random rows, so it mixes cost
-    levels (and time ranges) like a random mini-batch while each device gets one window of every
-    row, i.e. an about equal load.
-    """
+    """The greedy step composition (``compose``: strata, rows or sorted; see the module docstring):
+    window ids per step, in the (randomised) order of the epoch, the short step last."""
     if not jitter >= 0:
         raise UserError(f"schedule.jitter must be >= 0 (0 = pure cost order), got {jitter}")
     if compose not in COMPOSE:
@@ -95,6 +92,18 @@ def order_steps(
     key = scalar * np.exp(float(jitter) * noise) if jitter > 0 else scalar
     order = np.argsort(-key, kind="stable").astype(np.int64)
     n_full, rem = divmod(k, batch_size)
+    if compose == "strata":
+        # The short step: rem windows drawn uniformly; the rest, in cost order, cut into B strata of
+        # n_full windows, each stratum dealt at random one window per full step.
+        short_pos = np.sort(rng.choice(k, size=rem, replace=False)) if rem else np.zeros(0, np.int64)
+        keep = np.ones(k, bool)
+        keep[short_pos] = False
+        strata = order[keep].reshape(batch_size, n_full) if n_full else np.zeros((batch_size, 0), np.int64)
+        dealt = np.take_along_axis(strata, rng.permuted(np.tile(np.arange(n_full), (batch_size, 1)), axis=1), 1)
+        steps = [dealt[:, j].copy() for j in range(n_full)]
+        if rem:
+            steps.append(order[short_pos])
+        return steps
     if compose == "rows":
         rows = step_batches(order, max(1, n_devices))
         tail = [rows.pop()] if len(rows[-1]) < n_devices else []  # a short row goes to the short step
