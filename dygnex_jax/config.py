@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import types
 import typing
 from pathlib import Path
@@ -154,6 +155,8 @@ def _coerce(value: Any, kind: Any, key: str) -> Any:
             raise UserError(f"config key {key!r} must be an integer, got {value!r}")
         return value
     if kind is float:
+        if isinstance(value, str) and re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+", value.strip()):
+            value = float(value)  # YAML 1.1 reads 1e9 (no dot) as a string
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise UserError(f"config key {key!r} must be a number, got {value!r}")
         return float(value)

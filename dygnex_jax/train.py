@@ -50,6 +50,7 @@ from .models import LinkPredictor, create_model, dense_pair_scores
 from .schedule import available_methods, cost_weights, schedule
 from .schedule.base import check_sizes
 from .schedule.cost import CostModel, default_cost_model, fit, window_features
+from .schedule.ilp import require_installed
 from .schedule.metrics import summarize
 
 
@@ -85,6 +86,8 @@ class Trainer:
             raise UserError(
                 f"unknown schedule.method {c.schedule.method!r}: choose one of {', '.join(available_methods())}"
             )
+        if c.schedule.method == "dygnex_l":
+            require_installed(c.schedule)
         # --- data -------------------------------------------------------------------------------
         self.graph = graph if graph is not None else _datasets.load_dataset(c.data)
         self.windows = WindowSet(self.graph, c.data)
@@ -381,7 +384,7 @@ def prepare_out_dir(out_dir: Path) -> None:
 
 
 def train_and_evaluate(
-    config: Config, out_dir: str | Path | None = None, *, stream=sys.stderr, resume: bool = False
+    config: Config, out_dir: str | Path | None = None, *, stream=None, resume: bool = False
 ) -> dict:
     """Train ``config`` and write ``config.yaml``, ``metrics.jsonl`` and ``summary.json`` to ``out_dir``,
     with checkpoints under ``out_dir/checkpoints`` (see checkpoint.py).
@@ -390,7 +393,7 @@ def train_and_evaluate(
     created. With ``resume``, ``out_dir`` is an earlier run (``checkpoint.resume_config`` checked it):
     training continues after its latest complete checkpoint. Returns the summary dict.
     """
-    progress = Progress(stream)
+    progress = Progress(stream or sys.stderr)  # looked up now: sys.stderr may have been replaced
     trainer = Trainer(config)
     out = Path(out_dir) if out_dir is not None else default_out_dir(config)
     history, first = [], 1
