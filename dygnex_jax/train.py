@@ -347,15 +347,26 @@ class Trainer:
 
 
 class Progress:
-    """A one-line progress bar on a terminal; nothing (per-epoch lines only) otherwise."""
+    """A one-line progress bar on a terminal; otherwise (a log file, a pipe) a line every ``every``
+    seconds within a long epoch, so that a log shows a long run is alive. Per-epoch lines always."""
 
-    def __init__(self, stream=sys.stderr):
-        self.stream = stream
-        self.live = stream.isatty()
+    def __init__(self, stream=None, every: float = 60.0):
+        self.stream = stream or sys.stderr
+        self.live = self.stream.isatty()
+        self.every = every
 
     def bar(self, epoch: int, epochs: int):
         if not self.live:
-            return None
+            start = last = time.monotonic()
+
+            def lines(done, total):
+                nonlocal last
+                now = time.monotonic()
+                if done < total and now - last >= self.every:
+                    last = now
+                    self.line(f"epoch {epoch}/{epochs}: step {done}/{total} after {now - start:.0f} s")
+
+            return lines
 
         def update(done, total):
             width = 30
@@ -393,7 +404,7 @@ def train_and_evaluate(
     created. With ``resume``, ``out_dir`` is an earlier run (``checkpoint.resume_config`` checked it):
     training continues after its latest complete checkpoint. Returns the summary dict.
     """
-    progress = Progress(stream or sys.stderr)  # looked up now: sys.stderr may have been replaced
+    progress = Progress(stream)
     trainer = Trainer(config)
     out = Path(out_dir) if out_dir is not None else default_out_dir(config)
     history, first = [], 1

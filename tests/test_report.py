@@ -120,3 +120,21 @@ def test_report_on_two_real_runs(tmp_path):
         final = json.loads((tmp_path / method / "summary.json").read_text())["final"]
         assert f"| {final['loss']:.4f} |" in table
     assert np.all([mpimg.imread(out / n).std() > 0.01 for n in ("curves.png", "epoch_time.png")])
+
+
+def test_progress_lines_in_a_log_file():
+    """Not a terminal (a log file, a pipe): a line per `every` seconds inside an epoch, none at its end."""
+    import io
+
+    from dygnex_jax.train import Progress
+
+    stream = io.StringIO()
+    update = Progress(stream, every=0.0).bar(2, 5)
+    for done in (1, 2, 3):
+        update(done, 3)
+    lines = stream.getvalue().splitlines()
+    assert [line.split(" after ")[0] for line in lines] == ["epoch 2/5: step 1/3", "epoch 2/5: step 2/3"]
+    quiet = io.StringIO()
+    update = Progress(quiet, every=3600.0).bar(1, 1)
+    update(1, 2)
+    assert quiet.getvalue() == ""
