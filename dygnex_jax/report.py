@@ -69,16 +69,20 @@ def method(run: dict) -> str:
 def label(run: dict, runs: list[dict]) -> str:
     """The method, with the run's name where two runs share it."""
     m = method(run)
-    return m if sum(method(r) == m for r in runs) == 1 else f"{run['name']} ({m})"
+    return m if sum(method(r) == m for r in runs) == 1 or run["name"] == m else f"{run['name']} ({m})"
+
+
+def clean_epoch_seconds(run: dict) -> list[float]:
+    """Training seconds of the epochs in which no step compiled (``steps.jsonl``)."""
+    compiled = {s["epoch"] for s in run["steps"] if s.get("compiled")}
+    return [r["epoch_seconds"] for r in run["metrics"] if run["steps"] and r["epoch"] not in compiled]
 
 
 def median_epoch_seconds(run: dict) -> float:
-    """Median training seconds over the epochs in which no step compiled (``steps.jsonl``); over all
-    epochs but the first when every epoch compiled something (or the steps are missing)."""
-    compiled = {s["epoch"] for s in run["steps"] if s.get("compiled")}
-    clean = [r["epoch_seconds"] for r in run["metrics"] if run["steps"] and r["epoch"] not in compiled]
+    """Median over the epochs in which nothing compiled; over all epochs but the first when every epoch
+    compiled something (or the steps are missing)."""
     secs = [r["epoch_seconds"] for r in run["metrics"]]
-    return statistics.median(clean or secs[1:] or secs)
+    return statistics.median(clean_epoch_seconds(run) or secs[1:] or secs)
 
 
 def table_row(run: dict) -> dict:
@@ -209,17 +213,15 @@ def plot_epoch_times(runs: list[dict], path: Path) -> None:
     effs = [float(np.mean([m["padding_efficiency"] for m in r["metrics"]])) for r in runs]
     fig, ax = plt.subplots(figsize=(max(5, 1.4 * len(runs) + 2), 4))
     bars = ax.bar(names, secs, color="tab:blue")
-    for bar, eff in zip(bars, effs):
+    for bar, eff, run in zip(bars, effs, runs):
         ax.annotate(
-            f"pad-eff {eff:.2f}",
+            f"pad-eff {eff:.2f}" + ("" if clean_epoch_seconds(run) else "\n(every epoch compiled)"),
             (bar.get_x() + bar.get_width() / 2, bar.get_height()),
             ha="center",
             va="bottom",
             fontsize=8,
         )
-    ax.set(
-        ylabel="median epoch seconds (epochs without compilation)", title="epoch time per scheduling method"
-    )
+    ax.set(ylabel="median epoch s (epochs that compiled nothing)", title="epoch time per scheduling method")
     ax.grid(axis="y", alpha=0.3)
     plt.setp(ax.get_xticklabels(), rotation=15, ha="right")
     fig.tight_layout()
