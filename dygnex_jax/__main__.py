@@ -25,6 +25,7 @@ def _parser() -> argparse.ArgumentParser:
     train = sub.add_parser("train", help="train a DGNN on all local devices")
     train.add_argument("--config", help="YAML config (default: the embedded synthetic default)")
     train.add_argument("--out", help="output directory (default runs/<name>-<time>)")
+    train.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its latest checkpoint")
     train.add_argument(
         "overrides", nargs="*", metavar="key=value", help="config overrides, e.g. train.epochs=3"
     )
@@ -42,6 +43,10 @@ def _parser() -> argparse.ArgumentParser:
     prof.add_argument("--steps", type=int, default=24, help="steps to time (default 24)")
     prof.add_argument("--repeats", type=int, default=3, help="timed runs per step after its compile")
     prof.add_argument("overrides", nargs="*", metavar="key=value")
+
+    report = sub.add_parser("report", help="plots and a Markdown table of one or more training runs")
+    report.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories written by train")
+    report.add_argument("--out", default="", help="output directory (default: report-<time>)")
     return parser
 
 
@@ -51,8 +56,22 @@ def main(argv: list[str] | None = None) -> int:
     try:
         from .config import load_config
 
+        if args.command == "report":
+            from .report import report
+
+            report(args.runs, args.out or None)
+            return 0
         config = load_config(args.config, args.overrides)
-        if args.command == "train":
+        if args.command == "train" and args.resume:
+            from .checkpoint import resume_config
+            from .train import train_and_evaluate
+
+            if args.out and args.out != args.resume:
+                raise UserError("--resume writes to the run's own directory: drop --out")
+            train_and_evaluate(
+                resume_config(args.resume, args.config, args.overrides), args.resume, resume=True
+            )
+        elif args.command == "train":
             from .train import train_and_evaluate
 
             train_and_evaluate(config, args.out)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import types
 import typing
 from pathlib import Path
@@ -74,6 +75,13 @@ class TrainConfig:
     class_weights: tuple[float, float] = (0.1, 0.9)  # CE weights of (non-edge, edge), EvolveGCN-style
     seed: int = 0
     eval_every: int = 1  # evaluate val (and test) every N epochs and after the last
+    # Checkpoint (params, optimiser state, metrics so far) every N epochs and after the last, under
+    # OUT/checkpoints (0 = only after the last); `train --resume OUT` continues from the latest.
+    checkpoint_every: int = 1
+    keep_checkpoints: int = 3  # complete checkpoints kept (the oldest are deleted)
+    # A step with a non-finite loss, gradient or update: "stop" the run (naming the step, its windows
+    # and the last good checkpoint), or "skip" it (parameters unchanged; counted per epoch).
+    on_nonfinite: str = "stop"
 
 
 @dataclasses.dataclass
@@ -151,6 +159,8 @@ def _coerce(value: Any, kind: Any, key: str) -> Any:
             raise UserError(f"config key {key!r} must be an integer, got {value!r}")
         return value
     if kind is float:
+        if isinstance(value, str) and re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+", value.strip()):
+            value = float(value)  # YAML 1.1 reads 1e9 (no dot) as a string
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise UserError(f"config key {key!r} must be a number, got {value!r}")
         return float(value)
@@ -236,8 +246,17 @@ def validate(config: Config) -> None:
     checks = [
         (t.batch_size >= 1, f"train.batch_size must be positive, got {t.batch_size}"),
         (t.epochs >= 1, f"train.epochs must be positive, got {t.epochs}"),
-        (t.learning_rate > 0, f"train.learning_rate must be positive, got {t.learning_rate}"),
+        (
+            0 < t.learning_rate < float("inf"),
+            f"train.learning_rate must be positive and finite, got {t.learning_rate}",
+        ),
         (t.eval_every >= 1, f"train.eval_every must be positive, got {t.eval_every}"),
+        (t.checkpoint_every >= 0, f"train.checkpoint_every must be >= 0, got {t.checkpoint_every}"),
+        (t.keep_checkpoints >= 1, f"train.keep_checkpoints must be positive, got {t.keep_checkpoints}"),
+        (
+            t.on_nonfinite in ("stop", "skip"),
+            f"train.on_nonfinite must be stop or skip, got {t.on_nonfinite!r}",
+        ),
         (d.window >= 1, f"data.window must be positive, got {d.window}"),
         (d.neg_mult >= 0, f"data.neg_mult must be >= 0, got {d.neg_mult}"),
         (0 < d.train_frac < 1, f"data.train_frac must be in (0, 1), got {d.train_frac}"),

@@ -71,8 +71,10 @@ def make_grad_fn(loss_fn: LossFn, mesh: Mesh) -> Callable:
 def make_train_step(loss_fn: LossFn, tx: optax.GradientTransformation, mesh: Mesh) -> Callable:
     """Jitted ``(params, opt_state, batch) -> (params, opt_state, stats)``.
 
-    ``stats``: ``loss`` (weighted mean over the mini-batch), ``weight`` (sum of pair weights), and
-    ``grad_norm``. The returned function has a ``traces`` attribute: a list that gets one entry per
+    ``stats``: ``loss`` (weighted mean over the mini-batch), ``weight`` (sum of pair weights),
+    ``grad_norm`` and ``finite`` (loss, gradient and updated parameters all finite). A non-finite step
+    changes nothing: the parameters and optimiser state it returns are its inputs (the caller stops or
+    counts the skip). The returned function has a ``traces`` attribute: a list that gets one entry per
     compilation (the shape tuple traced), for the bounded-recompilation check.
     """
     grad_fn = make_grad_fn(loss_fn, mesh)
@@ -85,9 +87,14 @@ def make_train_step(loss_fn: LossFn, tx: optax.GradientTransformation, mesh: Mes
         num, den, grads = grad_fn(params, batch)
         den = jnp.maximum(den, 1e-12)
         grads = jax.tree.map(lambda g: g / den, grads)
-        updates, opt_state = tx.update(grads, opt_state, params)
-        params = optax.apply_updates(params, updates)
-        return params, opt_state, {"loss": num / den, "weight": den, "grad_norm": optax.tree.norm(grads)}
+        updates, new_opt_state = tx.update(grads, opt_state, params)
+        new_params = optax.apply_updates(params, updates)
+        loss, grad_norm = num / den, optax.tree.norm(grads)
+        finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm) & jnp.isfinite(optax.tree.norm(new_params))
+        keep = lambda new, old: jnp.where(finite, new, old)  # noqa: E731
+        params = jax.tree.map(keep, new_params, params)
+        opt_state = jax.tree.map(keep, new_opt_state, opt_state)
+        return params, opt_state, {"loss": loss, "weight": den, "grad_norm": grad_norm, "finite": finite}
 
     jitted = jax.jit(step, donate_argnums=(0, 1))
     jitted.traces = traces

@@ -23,6 +23,7 @@ from .data.windows import WindowSet
 from .graphs import bucket
 from .schedule import Schedule, cost_weights, schedule
 from .schedule.cost import CostModel, default_cost_model
+from .schedule.ilp import require_installed
 from .schedule.metrics import (
     padding_efficiency,
     predicted_epoch_seconds,
@@ -52,6 +53,8 @@ def packed_budgets(
 
 def plan(config: Config, devices: int, ws: WindowSet | None = None, model: CostModel | None = None) -> dict:
     """Schedule one epoch of the training windows and measure it (no training)."""
+    if config.schedule.method == "dygnex_l":
+        require_installed(config.schedule)
     ws = ws if ws is not None else WindowSet(datasets.load_dataset(config.data), config.data)
     costs = ws.costs("train", config.data.neg_mult)
     weights = cost_weights(config.schedule)

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from . import parallel
+from . import checkpoint, parallel
 from .config import Config, TrainConfig, dump_config, to_dict
 from .data import datasets as _datasets
 from .data.windows import WindowSet
@@ -50,6 +50,7 @@ from .models import LinkPredictor, create_model, dense_pair_scores
 from .schedule import available_methods, cost_weights, schedule
 from .schedule.base import check_sizes
 from .schedule.cost import CostModel, default_cost_model, fit, window_features
+from .schedule.ilp import require_installed
 from .schedule.metrics import summarize
 
 
@@ -57,6 +58,10 @@ def create_optimizer(cfg: TrainConfig) -> optax.GradientTransformation:
     if cfg.weight_decay > 0:
         return optax.adamw(cfg.learning_rate, weight_decay=cfg.weight_decay)
     return optax.adam(cfg.learning_rate)
+
+
+class NonFiniteStep(UserError):
+    """A train step whose loss, gradient or update is not finite (``train.on_nonfinite: stop``)."""
 
 
 def make_loss_fn(model: LinkPredictor):
@@ -81,6 +86,8 @@ class Trainer:
             raise UserError(
                 f"unknown schedule.method {c.schedule.method!r}: choose one of {', '.join(available_methods())}"
             )
+        if c.schedule.method == "dygnex_l":
+            require_installed(c.schedule)
         # --- data -------------------------------------------------------------------------------
         self.graph = graph if graph is not None else _datasets.load_dataset(c.data)
         self.windows = WindowSet(self.graph, c.data)
@@ -202,6 +209,7 @@ class Trainer:
         start = time.perf_counter()
         loss_sum = weight_sum = 0.0
         real = padded = predicted = 0.0
+        skipped = 0
         budgets = set()
         self.last_steps: list[dict] = []  # per-step figures of this epoch (steps.jsonl)
         for i, step in enumerate(sched.steps):
@@ -219,10 +227,19 @@ class Trainer:
                 self.step_log.append((pw, step_seconds))
             step_predicted = float(self.cost_model.predict_costs(pw[None], self.windows.window)[0])
             predicted += step_predicted
-            if not math.isfinite(loss):
-                raise UserError(f"non-finite loss at epoch {epoch} step {i}: lower train.learning_rate")
-            loss_sum += loss * weight
-            weight_sum += weight
+            finite = bool(stats["finite"])  # if not, the step left params and optimiser state alone
+            if not finite and c.train.on_nonfinite == "stop":
+                split_ids = self.windows.splits["train"]
+                wins = sorted(int(split_ids[k]) for ids in step for k in ids)
+                raise NonFiniteStep(
+                    f"non-finite loss or gradient (loss {loss}, gradient norm {float(stats['grad_norm'])}) "
+                    f"at epoch {epoch} step {i} (windows {', '.join(map(str, wins))})"
+                )
+            if finite:
+                loss_sum += loss * weight
+                weight_sum += weight
+            else:
+                skipped += 1
             loads = [float(real_work(d) @ self.weights) for d in work]
             real += sum(loads)
             padded += self.n_devices * float(pw @ self.weights)
@@ -238,6 +255,7 @@ class Trainer:
                     "padding_efficiency": sum(loads) / (self.n_devices * float(pw @ self.weights)),
                     "imbalance": max(loads) / max(np.mean(loads), 1e-12) - 1.0,
                     "loss": loss,
+                    "finite": finite,
                 }
             )
             if progress:
@@ -245,7 +263,8 @@ class Trainer:
         seconds = time.perf_counter() - start
         sched_stats = summarize(self.train_costs, sched, self.weights)
         return {
-            "loss": loss_sum / max(weight_sum, 1e-12),
+            "loss": loss_sum / weight_sum if weight_sum else float("nan"),
+            "skipped_steps": skipped,
             "epoch_seconds": seconds,
             "predicted_epoch_seconds": predicted,
             "padding_efficiency": real / padded if padded else 1.0,
@@ -328,15 +347,26 @@ class Trainer:
 
 
 class Progress:
-    """A one-line progress bar on a terminal; nothing (per-epoch lines only) otherwise."""
+    """A one-line progress bar on a terminal; otherwise (a log file, a pipe) a line every ``every``
+    seconds within a long epoch, so that a log shows a long run is alive. Per-epoch lines always."""
 
-    def __init__(self, stream=sys.stderr):
-        self.stream = stream
-        self.live = stream.isatty()
+    def __init__(self, stream=None, every: float = 60.0):
+        self.stream = stream or sys.stderr
+        self.live = self.stream.isatty()
+        self.every = every
 
     def bar(self, epoch: int, epochs: int):
         if not self.live:
-            return None
+            start = last = time.monotonic()
+
+            def lines(done, total):
+                nonlocal last
+                now = time.monotonic()
+                if done < total and now - last >= self.every:
+                    last = now
+                    self.line(f"epoch {epoch}/{epochs}: step {done}/{total} after {now - start:.0f} s")
+
+            return lines
 
         def update(done, total):
             width = 30
@@ -364,17 +394,28 @@ def prepare_out_dir(out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
 
 
-def train_and_evaluate(config: Config, out_dir: str | Path | None = None, *, stream=sys.stderr) -> dict:
-    """Train ``config`` and write ``config.yaml``, ``metrics.jsonl`` and ``summary.json`` to ``out_dir``.
+def train_and_evaluate(
+    config: Config, out_dir: str | Path | None = None, *, stream=None, resume: bool = False
+) -> dict:
+    """Train ``config`` and write ``config.yaml``, ``metrics.jsonl`` and ``summary.json`` to ``out_dir``,
+    with checkpoints under ``out_dir/checkpoints`` (see checkpoint.py).
 
     Everything that can fail on bad input (data, config, devices) is checked before ``out_dir`` is
-    created. Returns the summary dict.
+    created. With ``resume``, ``out_dir`` is an earlier run (``checkpoint.resume_config`` checked it):
+    training continues after its latest complete checkpoint. Returns the summary dict.
     """
     progress = Progress(stream)
     trainer = Trainer(config)
     out = Path(out_dir) if out_dir is not None else default_out_dir(config)
-    prepare_out_dir(out)
-    dump_config(config, out / "config.yaml")
+    history, first = [], 1
+    if resume:
+        ckpt = checkpoint.latest(out)
+        history, first = checkpoint.restore(trainer, ckpt), ckpt.epoch + 1
+        checkpoint.rewind_logs(out, history, config)
+        progress.line(f"resuming {out} from {ckpt.path.name}: epochs {first}..{config.train.epochs} to run")
+    else:
+        prepare_out_dir(out)
+        dump_config(config, out / "config.yaml")
     w = trainer.windows
     progress.line(
         f"{trainer.graph.name}: {trainer.graph.num_nodes} nodes, {trainer.graph.num_snapshots} snapshots, "
@@ -382,12 +423,21 @@ def train_and_evaluate(config: Config, out_dir: str | Path | None = None, *, str
         f"{trainer.n_devices} devices, model {config.model.name}, schedule {config.schedule.method}, "
         f"eval candidates {trainer.candidate_mode}"
     )
-    history = []
-    metrics_file = (out / "metrics.jsonl").open("w")
-    steps_file = (out / "steps.jsonl").open("w")
+    metrics_file = (out / "metrics.jsonl").open("a")
+    steps_file = (out / "steps.jsonl").open("a")
     epochs = config.train.epochs
-    for epoch in range(1, epochs + 1):
-        row = {"epoch": epoch, **trainer.train_epoch(epoch, progress.bar(epoch, epochs))}
+    for epoch in range(first, epochs + 1):
+        try:
+            row = {"epoch": epoch, **trainer.train_epoch(epoch, progress.bar(epoch, epochs))}
+        except NonFiniteStep as e:
+            last = checkpoint.latest(out)
+            where = (
+                f"last good checkpoint {last.path} (epoch {last.epoch}): fix the config and continue "
+                f"with `train --resume {out}` (e.g. train.learning_rate=...)"
+                if last
+                else "no checkpoint yet: fix the config (e.g. lower train.learning_rate) and start again"
+            )
+            raise UserError(f"{e}; {where}; or set train.on_nonfinite=skip") from None
         every = config.schedule.reschedule_every
         if every and epoch % every == 0 and epoch < epochs:
             model = trainer.refit_cost_model()
@@ -414,10 +464,14 @@ def train_and_evaluate(config: Config, out_dir: str | Path | None = None, *, str
             for s in ("val", "test")
             if f"{s}_map" in row
         )
+        skipped = f"  skipped {row['skipped_steps']} non-finite step(s)" if row["skipped_steps"] else ""
         progress.line(
             f"epoch {epoch}/{epochs}  loss {row['loss']:.4f}{evals}  {row['epoch_seconds']:.2f}s  "
-            f"pad-eff {row['padding_efficiency']:.3f}"
+            f"pad-eff {row['padding_efficiency']:.3f}{skipped}"
         )
+        if checkpoint.is_due(epoch, config.train):
+            path = checkpoint.save(trainer, out, epoch, history, config.train.keep_checkpoints)
+            progress.line(f"checkpoint {path}")
     metrics_file.close()
     steps_file.close()
     summary = summarize_run(config, trainer, history)

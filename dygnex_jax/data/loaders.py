@@ -35,7 +35,18 @@ def _read_text(path: str | Path, what: str) -> str:
             raw = gzip.decompress(raw)
         except (OSError, EOFError, zlib.error):
             raise UserError(f"{what} file {str(p)!r} is a damaged gzip file: fetch it again") from None
-    return raw.decode("utf-8", errors="replace")
+    if b"\x00" in raw[:65536]:
+        raise UserError(
+            f"{what} file {str(p)!r} is binary data, not a text {what} list: give whitespace- or "
+            "comma-separated rows (README: Data)"
+        )
+    text = raw.decode("utf-8", errors="replace")
+    if text.lstrip()[:1] in ("{", "["):
+        raise UserError(
+            f"{what} file {str(p)!r} is JSON, not a text {what} list: give whitespace- or "
+            "comma-separated rows (README: Data)"
+        )
+    return text
 
 
 def _is_number(token: str) -> bool:

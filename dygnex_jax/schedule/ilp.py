@@ -111,6 +111,29 @@ def check_solver(name: str) -> str:
     return solver
 
 
+_PACKAGES = {"GLPK_MI": "cvxopt", "SCIP": "pyscipopt", "CBC": "cylp", "GUROBI": "gurobipy", "COPT": "coptpy"}
+
+
+def require_installed(settings: ScheduleSettings) -> str:
+    """``check_solver``, and a UserError when that solver is not installed here.
+
+    The command line calls this before a run (a missing solver is bad environment); the scheduler
+    itself keeps its fallback to greedy for library callers.
+    """
+    solver = check_solver(settings.solver)
+    if solver == "HIGHS" and bool(getattr(settings, "ilp_warm_start", True)):
+        ok = importlib.util.find_spec("highspy") is not None
+    else:
+        ok = solver in installed_milp_solvers()
+    if not ok:
+        package = _PACKAGES.get(solver, solver.lower())
+        raise UserError(
+            f"schedule.solver={solver} is not installed here (installed MILP solvers: "
+            f"{', '.join(installed_milp_solvers()) or 'none'}): pip install {package}, or choose an installed one"
+        )
+    return solver
+
+
 @contextlib.contextmanager
 def quiet_stdout():
     """Silence file descriptor 1 (C-level prints such as the HiGHS banner) inside the block."""

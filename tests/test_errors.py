@@ -1,0 +1,219 @@
+"""Every row of README's error table: the CLI prints one line ``error: ...``, exits 2, writes nothing.
+
+The table and ``CASES`` are checked against each other, so a row without a test (or a test without a
+row) fails. Rows run ``dygnex_jax.__main__.main(argv)`` in this process (the same code path as
+``python -m dygnex_jax``, without paying a JAX start-up per row); ``test_one_row_in_a_fresh_process``
+runs one row as a real subprocess for the exit status.
+"""
+
+import gzip
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dygnex_jax.__main__ import main
+from dygnex_jax.checkpoint import FOLDER
+from dygnex_jax.config import dump_config, load_config, to_dict
+from dygnex_jax.schedule.ilp import installed_milp_solvers
+
+REPO = Path(__file__).resolve().parents[1]
+SMOKE = str(REPO / "configs" / "smoke.yaml")
+GOOD = "".join(f"{i % 7} {(i * 3 + 1) % 7} {i * 10}\n" for i in range(60))
+
+# id -> (argv, text the one line must contain). {x} names a path prepared by `inputs` below;
+# {out} is the --out directory that must not appear.
+CASES = {
+    # bad data
+    "data-root-missing": (["train", "data.dataset=bitcoin_otc", "data.root={nowhere}"], "does not exist"),
+    "dataset-file-missing": (
+        ["train", "data.dataset=bitcoin_otc", "data.root={empty_dir}"],
+        "soc-sign-bitcoinotc.csv.gz' does not exist",
+    ),
+    "edge-file-missing": (["train", "data.dataset=edges", "data.path={nowhere}"], "does not exist"),
+    "edge-file-empty": (["train", "data.dataset=edges", "data.path={empty}"], "is empty"),
+    "edge-file-binary": (["train", "data.dataset=edges", "data.path={binary}"], "is binary data"),
+    "edge-file-json": (["train", "data.dataset=edges", "data.path={json}"], "is JSON, not a text edge list"),
+    "damaged-gzip": (["train", "data.dataset=edges", "data.path={bad_gzip}"], "damaged gzip"),
+    "wrong-column-count": (
+        ["train", "data.dataset=edges", "data.path={bad_row}"],
+        "line 3: wrong column count",
+    ),
+    "node-id-not-integer": (
+        ["train", "data.dataset=edges", "data.path={float_id}"],
+        "line 2: target node id '2.5' is not an integer",
+    ),
+    "time-not-a-number": (
+        ["train", "data.dataset=edges", "data.path={bad_time}"],
+        "time 'noon' is not a number",
+    ),
+    "too-few-snapshots": (
+        ["train", "data.dataset=edges", "data.path={good}", "data.aggr_time=1e9"],
+        "1 snapshot(s) after bucketing",
+    ),
+    "no-edges": (
+        ["train", "data.dataset=edges", "data.path={self_loops}", "data.num_snapshots=4"],
+        "no edges",
+    ),
+    "window-longer-than-series": (["train", "--config", SMOKE, "data.window=500"], "data.window=500 needs"),
+    "window-larger-than-train-split": (
+        ["train", "--config", SMOKE, "data.window=17"],
+        "too few for the split",
+    ),
+    "more-devices-than-windows": (["train", "--config", SMOKE, "train.batch_size=4"], "devices but only 4"),
+    # bad config
+    "config-file-missing": (["train", "--config", "{nowhere}"], "does not exist"),
+    "config-not-yaml": (["train", "--config", "{bad_yaml}"], "is not valid YAML"),
+    "unknown-config-key": (["train", "train.no_such_key=1"], "unknown config key 'train.no_such_key'"),
+    "wrong-value-type": (["train", "train.epochs=many"], "'train.epochs' must be an integer"),
+    "bad-value": (["train", "train.batch_size=0"], "train.batch_size must be positive"),
+    "non-finite-learning-rate": (["train", "train.learning_rate=.inf"], "positive and finite"),
+    "override-not-key-value": (["train", "epochs"], "is not key=value"),
+    "unknown-dataset": (["train", "data.dataset=no_such_set"], "unknown dataset 'no_such_set'"),
+    "unknown-model": (["train", "--config", SMOKE, "model.name=transformer"], "unknown model.name"),
+    "unknown-scheduler": (["train", "--config", SMOKE, "schedule.method=magic"], "unknown schedule.method"),
+    "unknown-solver": (
+        ["train", "--config", SMOKE, "schedule.method=dygnex_l", "schedule.solver=NOPE"],
+        "unknown schedule.solver 'NOPE'",
+    ),
+    "solver-not-installed": (
+        ["train", "--config", SMOKE, "schedule.method=dygnex_l", "schedule.solver={missing_solver}"],
+        "is not installed here",
+    ),
+    "cost-model-missing": (["train", "--config", SMOKE, "schedule.cost_model={nowhere}"], "cost model file"),
+    "usage": (["fly"], "invalid choice"),
+    # bad environment, run directories
+    "too-many-devices": (["train", "--config", SMOKE, "parallel.devices=16"], "JAX sees 8 device(s)"),
+    "out-is-a-file": (["train", "--config", SMOKE, "--out", "{a_file}"], "is a file"),
+    "out-holds-a-run": (["train", "--config", SMOKE, "--out", "{finished_run}"], "already holds a run"),
+    "resume-missing-dir": (["train", "--resume", "{nowhere}"], "does not exist"),
+    "resume-no-checkpoint": (["train", "--resume", "{half_checkpoint_run}"], "holds no complete checkpoint"),
+    "resume-with-config": (
+        ["train", "--resume", "{fake_checkpoint_run}", "--config", SMOKE],
+        "drop --config",
+    ),
+    "resume-changes-config": (
+        ["train", "--resume", "{fake_checkpoint_run}", "data.window=3"],
+        "--resume cannot change data.window",
+    ),
+    "resume-fewer-epochs": (
+        ["train", "--resume", "{fake_checkpoint_run}", "train.epochs=1"],
+        "the checkpoint is at epoch 2",
+    ),
+    "profile-bad-steps": (["profile", "--config", SMOKE, "--steps", "1"], "--steps >= 2"),
+    "report-missing-run": (["report", "{nowhere}"], "does not exist"),
+    "report-not-a-run": (["report", "{empty_dir}"], "is not a training run"),
+}
+
+
+def readme_rows() -> list[str]:
+    """Row ids of the table under README's "## Errors" heading."""
+    text = (REPO / "README.md").read_text()
+    section = text.split("\n## Errors", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^\| `([a-z0-9-]+)` \|", section, flags=re.M)
+
+
+def test_readme_table_and_tests_match():
+    rows = readme_rows()
+    assert len(rows) == len(set(rows)), "duplicate rows in README's error table"
+    assert sorted(rows) == sorted(CASES), set(rows) ^ set(CASES)
+
+
+def fake_checkpoint_run(path: Path) -> Path:
+    """A run folder with config.yaml and a complete-looking checkpoint of epoch 2 (resume_config only
+    reads its meta.json, so the refusals are tested without training)."""
+    config = load_config(SMOKE)
+    ckpt = path / FOLDER / "epoch_000002"
+    (ckpt / "state").mkdir(parents=True)
+    dump_config(config, path / "config.yaml")
+    (ckpt / "meta.json").write_text(json.dumps({"epoch": 2, "config": to_dict(config), "history": []}))
+    return path
+
+
+@pytest.fixture
+def inputs(tmp_path):
+    d = tmp_path / "in"
+    d.mkdir()
+
+    def write(name, text):
+        (d / name).write_text(text)
+        return str(d / name)
+
+    (d / "empty_dir").mkdir()
+    (d / "bad.gz").write_bytes(gzip.compress(GOOD.encode())[:30])
+    (d / "binary").write_bytes(b"\x7fELF\x00\x00\x01" * 50)
+    half = d / "half_run" / FOLDER
+    (half / "epoch_000001" / "state").mkdir(parents=True)  # no meta.json: cut short
+    (half / ".tmp-epoch_000002-123" / "state").mkdir(parents=True)
+    (d / "half_run" / "metrics.jsonl").write_text('{"epoch": 1}\n')
+    (d / "finished").mkdir()
+    (d / "finished" / "metrics.jsonl").write_text('{"epoch": 1}\n')
+    installed = installed_milp_solvers()
+    return {
+        "nowhere": str(tmp_path / "no" / "such"),
+        "empty_dir": str(d / "empty_dir"),
+        "empty": write("empty.txt", "# only a comment\n"),
+        "binary": str(d / "binary"),
+        "json": write("edges.json", '{"edges": [[1, 2, 10], [2, 3, 20]]}\n'),
+        "bad_gzip": str(d / "bad.gz"),
+        "bad_row": write("bad_row.txt", "1 2 10\n2 3 20\n4 5\n"),
+        "float_id": write("float_id.txt", "1 2 10\n1 2.5 20\n"),
+        "bad_time": write("bad_time.txt", "1 2 10\n2 3 noon\n"),
+        "good": write("good.txt", GOOD),
+        "self_loops": write("loops.txt", "".join(f"{i} {i} {i}\n" for i in range(20))),
+        "bad_yaml": write("bad.yaml", "train: [unclosed\n"),
+        "missing_solver": next((s for s in ("GLPK_MI", "CBC", "SCIP", "GUROBI") if s not in installed), ""),
+        "a_file": write("a_file", "not a directory\n"),
+        "finished_run": str(d / "finished"),
+        "half_checkpoint_run": str(d / "half_run"),
+        "fake_checkpoint_run": str(fake_checkpoint_run(d / "fake_run")),
+    }
+
+
+def tree(path: Path) -> dict:
+    """Every file under ``path`` with its bytes (to prove a command changed nothing)."""
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_error_row(case, inputs, tmp_path, capsys):
+    argv, needle = CASES[case]
+    if "{missing_solver}" in argv and not inputs["missing_solver"]:
+        pytest.skip("every MILP solver tried is installed here")
+    argv = [a.format(**inputs) for a in argv]
+    out = tmp_path / "out"
+    if argv[0] in ("train", "profile", "report") and "--out" not in argv and "--resume" not in argv:
+        argv = [argv[0], "--out", str(out), *argv[1:]]
+    before = tree(tmp_path / "in")
+    try:
+        code = main(argv)
+    except SystemExit as e:  # argparse usage errors
+        code = e.code
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert code == 2, err
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert needle in lines[0], lines[0]
+    assert not out.exists(), f"{case}: wrote to --out"
+    assert tree(tmp_path / "in") == before, f"{case}: changed files it was given"
+
+
+def test_one_row_in_a_fresh_process(inputs):
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu"}
+    result = subprocess.run(
+        [sys.executable, "-m", "dygnex_jax", "train", "--resume", inputs["half_checkpoint_run"]],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"error: --resume {inputs['half_checkpoint_run']!r} holds no complete checkpoint "
+        f"(looked in {str(Path(inputs['half_checkpoint_run']) / FOLDER)!r}): start the run again with --out"
+    ]

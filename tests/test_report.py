@@ -1,0 +1,140 @@
+"""``report``: the Markdown table holds the runs' figures, and every promised PNG is drawn."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import matplotlib.image as mpimg
+import numpy as np
+import pytest
+import yaml
+
+from dygnex_jax.__main__ import main
+from dygnex_jax.report import load_run, median_epoch_seconds, table_row
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def fake_run(path: Path, method: str, losses, val_maps, seconds, finished=True, devices=4) -> Path:
+    """A run folder as ``train`` writes it: epochs 1.., two steps per epoch, epoch 1 compiled."""
+    path.mkdir(parents=True)
+    (path / "config.yaml").write_text(
+        yaml.safe_dump({"schedule": {"method": method}, "model": {"name": "egcn_o"}})
+    )
+    rows, steps = [], []
+    for e, (loss, vm, sec) in enumerate(zip(losses, val_maps, seconds), start=1):
+        rows.append(
+            {
+                "epoch": e,
+                "loss": loss,
+                "epoch_seconds": sec,
+                "padding_efficiency": 0.5 + 0.1 * e,
+                "val_map": vm,
+                "test_map": vm / 2,
+            }
+        )
+        for s in range(2):
+            loads = [float(d + 1 + s) for d in range(devices)]
+            steps.append(
+                {
+                    "epoch": e,
+                    "step": s,
+                    "compiled": e == 1,
+                    "device_loads": loads,
+                    "padding_efficiency": sum(loads) / (devices * max(loads)),
+                }
+            )
+    (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"epoch": 9, "lo')
+    (path / "steps.jsonl").write_text("".join(json.dumps(r) + "\n" for r in steps))
+    if finished:
+        (path / "summary.json").write_text("{}")
+    return path
+
+
+def test_table_row_figures(tmp_path):
+    run = load_run(fake_run(tmp_path / "a", "dygnex_g", [0.7, 0.6, 0.5], [0.1, 0.3, 0.2], [9.0, 1.0, 2.0]))
+    row = table_row(run)
+    assert row["epochs"] == 3  # the half line a kill left is ignored
+    assert (row["best_val_map"], row["best_epoch"], row["test_map_at_best"]) == (0.3, 2, 0.15)
+    assert row["final_loss"] == 0.5 and row["devices"] == 4 and row["schedule"] == "dygnex_g"
+    assert median_epoch_seconds(run) == 1.5  # epoch 1 compiled: median of 1.0 and 2.0
+    assert row["padding_efficiency"] == pytest.approx(0.7)
+
+
+def test_report_two_runs_writes_plots_and_table(tmp_path, capsys):
+    a = fake_run(tmp_path / "greedy", "dygnex_g", [0.7, 0.6, 0.5], [0.1, 0.3, 0.2], [9.0, 1.0, 2.0])
+    b = fake_run(tmp_path / "even", "psg", [0.8, 0.7], [0.05, 0.1], [9.0, 4.0], finished=False, devices=8)
+    out = tmp_path / "report"
+    assert main(["report", str(a), str(b), "--out", str(out)]) == 0
+    names = {"curves.png", "loads-greedy.png", "loads-even.png", "epoch_time.png", "summary.md"}
+    assert {p.name for p in out.iterdir()} == names
+    for name in names - {"summary.md"}:
+        image = mpimg.imread(out / name)
+        assert image.shape[0] > 200 and image.shape[1] > 300 and image.std() > 0.01, name  # drawn, not blank
+    table = (out / "summary.md").read_text().splitlines()
+    assert len(table) == 4 and table[0].startswith("| run | schedule")
+    assert table[2].startswith(
+        "| greedy | dygnex_g | egcn_o | 4 | 3 | 0.5000 | 0.3000 (2) | 0.1500 | 1.500 |"
+    )
+    assert table[3].startswith(
+        "| even | psg | egcn_o | 8 | 2 (unfinished) | 0.7000 | 0.1000 (2) | 0.0500 | 4.000 |"
+    )
+    assert "wrote" in capsys.readouterr().err
+
+
+def test_one_run_has_no_epoch_time_plot(tmp_path):
+    a = fake_run(tmp_path / "only", "psg", [0.7], [0.1], [3.0])
+    out = tmp_path / "r"
+    assert main(["report", str(a), "--out", str(out)]) == 0
+    assert not (out / "epoch_time.png").exists() and (out / "curves.png").is_file()
+
+
+@pytest.mark.slow
+def test_report_on_two_real_runs(tmp_path):
+    """End to end: two short smoke runs (psg, dygnex_g) through the CLI, then report."""
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu"}
+    runs = []
+    for method in ("psg", "dygnex_g"):
+        out = tmp_path / method
+        cmd = ["train", "--config", "configs/smoke.yaml", "--out", str(out), f"schedule.method={method}"]
+        result = subprocess.run(
+            [sys.executable, "-m", "dygnex_jax", *cmd], cwd=REPO, env=env, capture_output=True
+        )
+        assert result.returncode == 0, result.stderr
+        runs.append(str(out))
+    out = tmp_path / "report"
+    result = subprocess.run(
+        [sys.executable, "-m", "dygnex_jax", "report", *runs, "--out", str(out)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+    )
+    assert result.returncode == 0, result.stderr
+    assert {"curves.png", "loads-psg.png", "loads-dygnex_g.png", "epoch_time.png"} <= {
+        p.name for p in out.iterdir()
+    }
+    table = (out / "summary.md").read_text()
+    for method in ("psg", "dygnex_g"):
+        final = json.loads((tmp_path / method / "summary.json").read_text())["final"]
+        assert f"| {final['loss']:.4f} |" in table
+    assert np.all([mpimg.imread(out / n).std() > 0.01 for n in ("curves.png", "epoch_time.png")])
+
+
+def test_progress_lines_in_a_log_file():
+    """Not a terminal (a log file, a pipe): a line per `every` seconds inside an epoch, none at its end."""
+    import io
+
+    from dygnex_jax.train import Progress
+
+    stream = io.StringIO()
+    update = Progress(stream, every=0.0).bar(2, 5)
+    for done in (1, 2, 3):
+        update(done, 3)
+    lines = stream.getvalue().splitlines()
+    assert [line.split(" after ")[0] for line in lines] == ["epoch 2/5: step 1/3", "epoch 2/5: step 2/3"]
+    quiet = io.StringIO()
+    update = Progress(quiet, every=3600.0).bar(1, 1)
+    update(1, 2)
+    assert quiet.getvalue() == ""
