@@ -28,6 +28,16 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument(
         "overrides", nargs="*", metavar="key=value", help="config overrides, e.g. train.epochs=3"
     )
+    multi = train.add_argument_group(
+        "multi-process (multi-host)",
+        "all three, or a cluster launcher's environment (SLURM); see distributed.py",
+    )
+    multi.add_argument("--coordinator", metavar="HOST:PORT", help="process 0's address, the same for all")
+    multi.add_argument("--num-processes", type=int, metavar="N", help="processes in the run")
+    multi.add_argument("--process-id", type=int, metavar="I", help="this process, 0..N-1")
+    multi.add_argument(
+        "--coordinator-timeout", type=int, default=60, metavar="S", help="seconds to wait for the coordinator"
+    )
 
     sched = sub.add_parser("schedule", help="build one epoch's schedule without training and measure it")
     sched.add_argument("--config", help="YAML config (default: the embedded synthetic default)")
@@ -53,6 +63,12 @@ def main(argv: list[str] | None = None) -> int:
 
         config = load_config(args.config, args.overrides)
         if args.command == "train":
+            from . import distributed
+
+            spec = distributed.resolve(
+                args.coordinator, args.num_processes, args.process_id, args.coordinator_timeout
+            )
+            distributed.initialize(spec)  # before any other JAX call
             from .train import train_and_evaluate
 
             train_and_evaluate(config, args.out)
