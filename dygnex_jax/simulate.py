@@ -185,7 +185,8 @@ class Setup:
       batch_per_device: b; the batch size is B = b × P (weak scaling) unless ``batch_size`` is set.
       bucket_ratio, min_bucket: the trainer's shape buckets (ratio 0: exact shapes, no rounding).
       host_cores: > 0 when all devices are fake devices sharing this many CPU cores.
-      processes: processes the devices are spread over (host_cores: they share one host).
+      slowdown: > 0 replaces ``host_slowdown`` by a measured factor (device speed at this P relative
+        to the cost model's profiling run; ``tools/validate_simulator.py`` calibrates it).
       schedule_cfg: the ``schedule`` config section (jitter, weights, time limit, ...).
       seed, epoch: the schedule's randomness.
       ilp_budget: dygnex_l runs when steps × time limit ≤ this many seconds, else it is skipped.
@@ -202,6 +203,7 @@ class Setup:
     bucket_ratio: float = 0.0
     min_bucket: int = 1
     host_cores: int = 0
+    slowdown: float = 0.0
     seed: int = 0
     epoch: int = 1
     ilp_budget: float = 60.0
@@ -240,7 +242,7 @@ def simulate_window_method(inst: Instance, method: str, p: int, setup: Setup) ->
     loads = step_loads(inst.costs, sched)  # [S, P, 3]
     fixed, unit = _fixed_and_unit(setup.model, w)
     pad_node = setup.bucket_ratio > 0
-    slow = host_slowdown(p, setup.host_cores)
+    slow = setup.slowdown or host_slowdown(p, setup.host_cores)
     allreduce = ring_allreduce_seconds(setup.param_bytes, p, setup.link)
     compute, ideal = [], []
     for s, step in enumerate(sched.steps):
@@ -281,7 +283,7 @@ def simulate_snapshot(inst: Instance, p: int, setup: Setup) -> dict:
     fixed = float(c[4])
     link = setup.link
     state = state_bytes(setup.model_cfg, setup.num_features, inst.costs[:, 0])
-    slow = host_slowdown(p, setup.host_cores)
+    slow = setup.slowdown or host_slowdown(p, setup.host_cores)
     allreduce = ring_allreduce_seconds(setup.param_bytes, p, link)
     # [K, S] seconds of every window on every stage
     per_stage = np.zeros((len(inst.costs), stages))
@@ -318,7 +320,7 @@ def simulate_vertex(inst: Instance, p: int, setup: Setup) -> dict:
     check_sizes(len(inst.costs), p, b)
     w = inst.window
     fixed, unit = _fixed_and_unit(setup.model, w)
-    slow = host_slowdown(p, setup.host_cores)
+    slow = setup.slowdown or host_slowdown(p, setup.host_cores)
     allreduce = ring_allreduce_seconds(setup.param_bytes, p, setup.link)
     layers, hidden = setup.model_cfg.layers, setup.model_cfg.hidden
     compute, ideal = [], []

@@ -114,6 +114,11 @@ def launch(
     )
     start = time.monotonic()
     code = 0
+
+    def terminate(signum, frame):  # a SIGTERM to the launcher stops the run like Ctrl-C
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, terminate)
     try:
         while True:
             failed = [(i, p.returncode) for i, p in enumerate(procs) if p.poll() not in (None, 0)]
