@@ -68,6 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     sim.add_argument(
         "--ilp-budget", type=float, default=60, help="dygnex_l only if steps x time limit <= this"
     )
+    sim.add_argument("--instance", help="cache of the windows' costs (.npz): written once, then read")
     sim.add_argument("--json", help="write the rows and assumptions as JSON")
     sim.add_argument("--plot", help="draw the scaling curves to this PNG")
     sim.add_argument("overrides", nargs="*", metavar="key=value")
@@ -124,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
                 buckets=args.buckets,
                 param_bytes=args.param_bytes,
                 ilp_budget=args.ilp_budget,
+                instance=args.instance,
             )
             print(
                 f"{result['instance']}: {result['windows']} windows, W={result['window']}, {result['batch']}, "

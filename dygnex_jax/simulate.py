@@ -162,6 +162,24 @@ def instance_from_config(config: Config) -> Instance:
     return Instance(ws.graph.name, costs, ws.edge_profile("train"))
 
 
+def cached_instance(config: Config, path: str | Path | None) -> Instance:
+    """``instance_from_config``, saved to / loaded from ``path`` (.npz) when given: loading a large
+    dataset (AS-733's 733 snapshots) takes longer than simulating it."""
+    if path and Path(path).is_file():
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                return Instance(str(z["name"]), z["costs"], z["profile"])
+        except (OSError, KeyError, ValueError) as e:
+            raise UserError(
+                f"--instance {str(path)!r} is not a saved instance ({type(e).__name__}): delete it"
+            ) from None
+    inst = instance_from_config(config)
+    if path:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        np.savez(path, name=inst.name, costs=inst.costs, profile=inst.profile)
+    return inst
+
+
 def scale_up(inst: Instance, n_windows: int, seed: int = 0) -> Instance:
     """``n_windows`` windows drawn with replacement from ``inst``'s (cost, edge profile) rows: the same
     size distribution (and the same joint distribution of nodes, edges per offset and pairs) at any K."""
@@ -499,6 +517,7 @@ def run(
     param_bytes: float = 0.0,
     host_cores: int = 0,
     ilp_budget: float = 60.0,
+    instance: str | None = None,
     log=None,
 ) -> dict:
     """The ``simulate`` command: load (and scale up) the windows, sweep methods × devices."""
@@ -509,7 +528,7 @@ def run(
         raise UserError("--batch-per-device must be >= 1, --batch-size and --windows >= 0")
     from .schedule.cost import default_cost_model
 
-    base = instance_from_config(config)
+    base = cached_instance(config, instance)
     largest = max(devices) * (batch_size // max(devices) if batch_size else batch_per_device)
     inst = base
     if windows or len(base.costs) < largest:

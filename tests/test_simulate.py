@@ -188,6 +188,15 @@ def test_simulate_command(tmp_path):
         (m, p) for m in ("psg", "dygnex_g", "snapshot", "vertex") for p in (2, 4, 8)
     }
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # --instance: the windows' costs are saved once and read back, same figures
+    cache = tmp_path / "inst.npz"
+    args = ["--config", "configs/smoke.yaml", "--devices", "4", "--methods", "dygnex_g", "--instance", cache]
+    first = run_cli(*args, "--json", tmp_path / "a.json")
+    assert first.returncode == 0 and cache.is_file(), first.stderr
+    second = run_cli(*args, "--json", tmp_path / "b.json", "data.dataset=no_such_set")  # never loaded
+    assert second.returncode == 0, second.stderr
+    rows = [json.loads((tmp_path / f).read_text())["rows"] for f in ("a.json", "b.json")]
+    assert rows[0][0]["epoch_seconds"] == rows[1][0]["epoch_seconds"]
 
 
 @pytest.mark.parametrize(

@@ -11,9 +11,9 @@ For every dataset (default: the embedded synthetic default and ``bitcoin_otc``):
    profiled model on the padded budgets, × a *device slowdown* for fake devices sharing this
    machine's cores (and with other users' work), plus a ring all-reduce over the ``loopback`` link
    for the 2-process run (the fake devices of one process all-reduce in memory: link ``none``). The
-   slowdown is calibrated per run: before training, every run times one step in which *each* device
-   runs the same two windows; slowdown = that time (less the modelled all-reduce) / the cost model's
-   prediction for that step's budget. The uncalibrated figure (``host_slowdown(P, cores)``: P / cores
+   slowdown is calibrated per epoch: right before and after every timed epoch, the run times one step
+   in which *each* device runs the same two windows; slowdown = the mean of the two (less the modelled
+   all-reduce) / the cost model's prediction for that step's budget. The uncalibrated figure (``host_slowdown(P, cores)``: P / cores
    when the fake devices outnumber the cores, as if the machine were ours alone) is reported beside it;
 4. compare. *Measured* epoch time (the protocol of ``bench_schedulers.py``): every epoch runs with
    ``Trainer.train_epoch(e)``; if it compiled a shape bucket it was a warm-up and runs again with the
@@ -128,10 +128,15 @@ def worker(argv: list[str]) -> int:
         warmup = len(trainer.train_step.traces) > before
         if warmup:  # it compiled: run the same epoch again (same schedule and shapes) and time that
             before = len(trainer.train_step.traces)
+            calib_before = calibrate(trainer)[0]
             row = trainer.train_epoch(e)
+        else:
+            calib_before = calibration
+        calibration = calibrate(trainer)[0]  # the machine's load drifts: bracket every timed epoch
         rows.append(
             {
                 "epoch": e,
+                "calibration_seconds": 0.5 * (calib_before + calibration),
                 "wall_seconds": row["epoch_seconds"],
                 "step_seconds": sum(s["seconds"] for s in trainer.last_steps),
                 "steps": len(trainer.last_steps),
@@ -228,9 +233,12 @@ def validate_dataset(name: str, args, out: Path, log) -> list[dict]:
         allreduce = sim.ring_allreduce_seconds(
             4.0 * sim.param_count(config.model, features), p, sim.LINKS[link]
         )
-        slowdown = max(data["calibration_seconds"] - allreduce, 1e-9) / calib_model
-        simulated = simulated_epochs(config, model, p, epochs, link, args.host_cores, slowdown)
         uncalibrated = simulated_epochs(config, model, p, epochs, link, args.host_cores)
+        slowdowns = [max(m["calibration_seconds"] - allreduce, 1e-9) / calib_model for m in measured]
+        simulated = [
+            simulated_epochs(config, model, p, [e], link, args.host_cores, f)[0]
+            for e, f in zip(epochs, slowdowns)
+        ]
         step = statistics.median(m["step_seconds"] for m in measured)
         wall = statistics.median(m["wall_seconds"] for m in measured)
         pred = statistics.median(simulated)
@@ -247,7 +255,7 @@ def validate_dataset(name: str, args, out: Path, log) -> list[dict]:
                 "error_vs_wall": pred / wall - 1,
                 "per_epoch": {"measured": measured, "simulated": simulated},
                 "link": link,
-                "slowdown": slowdown,
+                "slowdown": statistics.median(slowdowns),
                 "calibration_seconds": data["calibration_seconds"],
                 "simulated_uncalibrated_seconds": statistics.median(uncalibrated),
                 "host_slowdown": sim.host_slowdown(p, args.host_cores),
@@ -256,7 +264,7 @@ def validate_dataset(name: str, args, out: Path, log) -> list[dict]:
         )
         log(
             f"{name} {label}: measured {step:.3f} s (steps) / {wall:.3f} s (wall), simulated {pred:.3f} s, "
-            f"error {100 * (pred / step - 1):+.1f}% / {100 * (pred / wall - 1):+.1f}% (slowdown {slowdown:.2f}; "
+            f"error {100 * (pred / step - 1):+.1f}% / {100 * (pred / wall - 1):+.1f}% (slowdown {statistics.median(slowdowns):.2f}; "
             f"uncalibrated {statistics.median(uncalibrated):.3f} s)"
         )
     return rows
