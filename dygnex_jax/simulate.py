@@ -19,11 +19,13 @@ interconnect (``Link``: latency alpha, bandwidth). Every figure is a model; its 
   ``parallel_efficiency`` leaves the all-reduce out of the ideal (≤ efficiency; perfect balance gives
   compute / (compute + all-reduce)).
 * **snapshot** (ESDG-style time partition), analytic: S = min(P, W) pipeline stages own W/S
-  consecutive time offsets each; G = P // S replicas split the step's windows by count; every window
-  is a micro-batch. A stage's time for a window is the cost model on that window's share of offsets
-  (nodes × offsets, the offsets' edges, its pairs on the last stage), and a boundary passes the
-  recurrent state forward and its gradient back (``alpha + state bytes / bandwidth`` each way).
-  GPipe timing: each micro-batch costs its slowest stage, fill and drain add (S-1) mean stage times.
+  consecutive time offsets each; G = P // S replicas split the step's windows by count; a replica's
+  windows are packed into up to 4·S micro-batches of consecutive windows. A stage's time for a
+  micro-batch is the cost model on its windows' share of offsets (nodes × offsets, the offsets' edges,
+  the pairs on the last stage, the per-snapshot constant once), and a boundary passes the recurrent
+  state forward and its gradient back (``alpha + state bytes / bandwidth`` each way; EvolveGCN-O's
+  state is its evolved weights, GCRN's the windows' hidden node states). GPipe timing: each
+  micro-batch costs its slowest stage, fill and drain add (S-1) mean micro-batch times.
 * **vertex** (node partition), analytic: all P devices run the whole mini-batch, each owning 1/P of
   every snapshot's nodes with perfectly balanced compute (work / P, no padding), and every layer of
   every time offset all-gathers the sender embeddings (all nodes × hidden × 4 bytes; an upper bound of
@@ -54,6 +56,7 @@ from .schedule.metrics import step_loads
 WINDOW_METHODS = ("psg", "dygnex_g", "dygnex_l")
 ANALYTIC_METHODS = ("snapshot", "vertex")
 ALL_METHODS = WINDOW_METHODS + ANALYTIC_METHODS
+MICRO_PER_STAGE = 4  # snapshot model: a replica's windows form up to 4 x stages micro-batches
 
 
 @dataclasses.dataclass(frozen=True)
@@ -303,17 +306,17 @@ def simulate_snapshot(inst: Instance, p: int, setup: Setup) -> dict:
     state = state_bytes(setup.model_cfg, setup.num_features, inst.costs[:, 0])
     slow = setup.slowdown or host_slowdown(p, setup.host_cores)
     allreduce = ring_allreduce_seconds(setup.param_bytes, p, link)
-    # [K, S] seconds of every window on every stage
+    # [K, S] size-dependent seconds of every window on every stage; [S] per-snapshot constants
     per_stage = np.zeros((len(inst.costs), stages))
     for s in range(stages):
         lo, hi = bounds[s], bounds[s + 1]
         per_stage[:, s] = (
             c[0] * inst.costs[:, 0] * (hi - lo)
             + c[1] * inst.profile[:, lo:hi].sum(axis=1)
-            + c[3] * (hi - lo)
             + (c[2] * inst.costs[:, 2] if s == stages - 1 else 0.0)
         )
-    transfer = 2 * (link.alpha + state / link.bandwidth) if stages > 1 else np.zeros(len(state))
+    stage_const = c[3] * np.diff(bounds)
+    egcn = setup.model_cfg.name == "egcn_o"  # one evolved-weights state per micro-batch, else per window
     fixed_unit = _fixed_and_unit(setup.model, w)
     compute, ideal = [], []
     for lo in range(0, len(inst.costs), b):
@@ -322,8 +325,13 @@ def simulate_snapshot(inst: Instance, p: int, setup: Setup) -> dict:
         for part in np.array_split(ids, replicas):
             if not len(part):
                 continue
-            micro = slow * per_stage[part].max(axis=1) + transfer[part]
-            times.append(micro.sum() + (stages - 1) * micro.mean())
+            groups = np.array_split(part, min(len(part), MICRO_PER_STAGE * stages))
+            micro = []
+            for g in groups:  # a micro-batch: its windows packed, as the trainer packs a device's
+                work = slow * (per_stage[g].sum(axis=0) + stage_const).max()
+                moved = state[g[0]] if egcn else state[g].sum()
+                micro.append(work + (2 * (link.alpha + moved / link.bandwidth) if stages > 1 else 0.0))
+            times.append(sum(micro) + (stages - 1) * float(np.mean(micro)))
         compute.append(slow * fixed + max(times))
         whole = np.array(
             [inst.costs[ids, 0].sum(), w * inst.profile[ids].sum(axis=0).max(), inst.costs[ids, 2].sum()]
