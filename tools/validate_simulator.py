@@ -157,8 +157,17 @@ def worker(argv: list[str]) -> int:
 
 
 def simulated_epochs(
-    config, model: CostModel, p: int, epochs: list[int], link: str, cores: int, slowdown: float = 0.0
+    config,
+    model: CostModel,
+    p: int,
+    epochs: list[int],
+    link: str,
+    cores: int,
+    slowdown: float = 0.0,
+    timing: CostModel | None = None,
 ) -> list[float]:
+    """The simulator's epoch seconds; ``model`` gives the scheduler's weights (as in the trainer's run),
+    ``timing`` (default ``model``) the step times."""
     inst = sim.instance_from_config(config)
     model = dataclasses.replace(model, window=inst.window)
     alpha, beta, gamma = (float(x) for x in model.weights(inst.window))
@@ -169,7 +178,7 @@ def simulated_epochs(
     out = []
     for e in epochs:
         setup = sim.Setup(
-            model=model,
+            model=dataclasses.replace(timing or model, window=inst.window),
             link=sim.LINKS[link],
             param_bytes=4.0 * sim.param_count(config.model, features),
             model_cfg=config.model,
@@ -187,7 +196,7 @@ def simulated_epochs(
     return out
 
 
-def validate_dataset(name: str, args, out: Path, log) -> list[dict]:
+def validate_dataset(name: str, args, out: Path, log, alt=None) -> list[dict]:
     work = out / name
     work.mkdir(parents=True, exist_ok=True)
     prof = work / "profile"
@@ -242,6 +251,24 @@ def validate_dataset(name: str, args, out: Path, log) -> list[dict]:
         step = statistics.median(m["step_seconds"] for m in measured)
         wall = statistics.median(m["wall_seconds"] for m in measured)
         pred = statistics.median(simulated)
+        other = {}
+        if alt is not None and alt[0] != name:  # the other dataset's profiled model: a cross-dataset check
+            alt_calib = float(alt[1].predict_costs(np.array([data["calibration_budget"]]))[0])
+            alt_sim = [
+                simulated_epochs(
+                    config,
+                    model,
+                    p,
+                    [e],
+                    link,
+                    args.host_cores,
+                    max(m["calibration_seconds"] - allreduce, 1e-9) / alt_calib,
+                    timing=alt[1],
+                )[0]
+                for e, m in zip(epochs, measured)
+            ]
+            other = {"model_from": alt[0], "simulated_seconds": statistics.median(alt_sim)}
+            other["error_vs_steps"] = other["simulated_seconds"] / step - 1
         rows.append(
             {
                 "dataset": name,
@@ -258,6 +285,7 @@ def validate_dataset(name: str, args, out: Path, log) -> list[dict]:
                 "slowdown": statistics.median(slowdowns),
                 "calibration_seconds": data["calibration_seconds"],
                 "simulated_uncalibrated_seconds": statistics.median(uncalibrated),
+                "other_cost_model": other,
                 "host_slowdown": sim.host_slowdown(p, args.host_cores),
                 "cost_model": model.to_dict(),
             }
@@ -273,15 +301,20 @@ def validate_dataset(name: str, args, out: Path, log) -> list[dict]:
 def markdown(rows: list[dict]) -> str:
     lines = [
         "| dataset | run | measured epoch s (steps) | measured epoch s (wall) | simulated s | error vs steps "
-        "| error vs wall | device slowdown | uncalibrated s (error vs steps) |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| error vs wall | device slowdown | uncalibrated s (error vs steps) | other dataset's cost model s (error) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         unc = r["simulated_uncalibrated_seconds"]
         lines.append(
             f"| {r['dataset']} | {r['run']} | {r['measured_step_seconds']:.3f} | {r['measured_wall_seconds']:.3f} | "
             f"{r['simulated_seconds']:.3f} | {100 * r['error_vs_steps']:+.1f}% | {100 * r['error_vs_wall']:+.1f}% | "
-            f"{r['slowdown']:.2f} | {unc:.3f} ({100 * (unc / r['measured_step_seconds'] - 1):+.0f}%) |"
+            f"{r['slowdown']:.2f} | {unc:.3f} ({100 * (unc / r['measured_step_seconds'] - 1):+.0f}%) | "
+            + (
+                f"{o['simulated_seconds']:.3f} ({100 * o['error_vs_steps']:+.1f}%, {o['model_from']}) |"
+                if (o := r["other_cost_model"])
+                else "- |"
+            )
         )
     errs = [abs(r["error_vs_steps"]) for r in rows]
     if errs:
@@ -337,6 +370,11 @@ def main(argv=None) -> int:
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--profile-steps", type=int, default=12)
     p.add_argument("--host-cores", type=int, default=os.cpu_count() or 1, help="cores the fake devices share")
+    p.add_argument(
+        "--cost-model-from",
+        default="",
+        help="also simulate every other dataset with this dataset's profiled model (already in --out)",
+    )
     p.add_argument("--set", action="append", default=[], help="extra key=value for every run")
     args = p.parse_args(argv)
     args.devices = [int(x) for x in args.devices.split(",") if x]
@@ -351,8 +389,14 @@ def main(argv=None) -> int:
     start = time.perf_counter()
     log = lambda s: print(s, flush=True)  # noqa: E731
     rows = []
+    alt = None
+    if args.cost_model_from:
+        alt = (
+            args.cost_model_from,
+            CostModel.load(out / args.cost_model_from / "profile" / "cost_model.json"),
+        )
     for name in names:
-        rows += validate_dataset(name, args, out, log)
+        rows += validate_dataset(name, args, out, log, alt)
     payload = {
         "host_cores": args.host_cores,
         "epochs": args.epochs,
