@@ -195,3 +195,23 @@ def test_simulate_bad_input_is_one_line(args, needle):
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], proc.stderr
+
+
+def test_validate_tool_rejects_an_unknown_dataset():
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "tools" / "validate_simulator.py"),
+            "--datasets",
+            "nope",
+            "--out",
+            "/nonexistent/x",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2 and proc.stderr.strip().startswith("error: unknown dataset(s) nope"), (
+        proc.stderr
+    )
