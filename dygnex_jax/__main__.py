@@ -29,6 +29,16 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument(
         "overrides", nargs="*", metavar="key=value", help="config overrides, e.g. train.epochs=3"
     )
+    multi = train.add_argument_group(
+        "multi-process (multi-host)",
+        "all three, or a cluster launcher's environment (SLURM); see distributed.py",
+    )
+    multi.add_argument("--coordinator", metavar="HOST:PORT", help="process 0's address, the same for all")
+    multi.add_argument("--num-processes", type=int, metavar="N", help="processes in the run")
+    multi.add_argument("--process-id", type=int, metavar="I", help="this process, 0..N-1")
+    multi.add_argument(
+        "--coordinator-timeout", type=int, default=60, metavar="S", help="seconds to wait for the coordinator"
+    )
 
     sched = sub.add_parser("schedule", help="build one epoch's schedule without training and measure it")
     sched.add_argument("--config", help="YAML config (default: the embedded synthetic default)")
@@ -36,6 +46,33 @@ def _parser() -> argparse.ArgumentParser:
     sched.add_argument("--json", help="write the figures as JSON to this file")
     sched.add_argument("--plot", help="draw per-device loads per step to this PNG")
     sched.add_argument("overrides", nargs="*", metavar="key=value")
+
+    sim = sub.add_parser("simulate", help="simulate step and epoch times on 1..1024+ devices (no JAX)")
+    sim.add_argument("--config", help="YAML config (default: the embedded synthetic default)")
+    sim.add_argument(
+        "--devices", default="4..1024", help="4,8,16 or 4..1024 (powers of two; default 4..1024)"
+    )
+    sim.add_argument("--methods", default="psg,dygnex_g,dygnex_l,snapshot,vertex", help="comma list")
+    sim.add_argument("--link", default="nvlink", help="nvlink, ethernet, loopback or none (default nvlink)")
+    sim.add_argument("--alpha", type=float, help="override the link latency, seconds per message")
+    sim.add_argument("--bandwidth", type=float, help="override the link bandwidth, GB/s")
+    sim.add_argument(
+        "--cost-model", help="profiled cost model JSON (default schedule.cost_model, else analytic)"
+    )
+    sim.add_argument(
+        "--windows", type=int, default=0, help="scale up to K windows (default: 8 steps at max P)"
+    )
+    sim.add_argument("--batch-per-device", type=int, default=4, help="b: B = b x P (default 4)")
+    sim.add_argument("--batch-size", type=int, default=0, help="a fixed B instead of b x P")
+    sim.add_argument("--buckets", action="store_true", help="round budgets to the trainer's shape buckets")
+    sim.add_argument("--param-bytes", type=float, default=0, help="all-reduced bytes (default: the model's)")
+    sim.add_argument(
+        "--ilp-budget", type=float, default=60, help="dygnex_l only if steps x time limit <= this"
+    )
+    sim.add_argument("--instance", help="cache of the windows' costs (.npz): written once, then read")
+    sim.add_argument("--json", help="write the rows and assumptions as JSON")
+    sim.add_argument("--plot", help="draw the scaling curves to this PNG")
+    sim.add_argument("overrides", nargs="*", metavar="key=value")
 
     prof = sub.add_parser("profile", help="time train steps over a spread of sizes and fit the cost model")
     prof.add_argument("--config", help="YAML config (default: the embedded synthetic default)")
@@ -62,6 +99,13 @@ def main(argv: list[str] | None = None) -> int:
             report(args.runs, args.out or None)
             return 0
         config = load_config(args.config, args.overrides)
+        if args.command == "train":
+            from . import distributed
+
+            spec = distributed.resolve(
+                args.coordinator, args.num_processes, args.process_id, args.coordinator_timeout
+            )
+            distributed.initialize(spec)  # before any other JAX call
         if args.command == "train" and args.resume:
             from .checkpoint import resume_config
             from .train import train_and_evaluate
@@ -85,6 +129,34 @@ def main(argv: list[str] | None = None) -> int:
                 plan.write_json(result, args.json)
             if args.plot:
                 plan.plot_loads(result, args.plot)
+        elif args.command == "simulate":
+            from . import simulate as sim
+            from .schedule.cost import CostModel
+
+            result = sim.run(
+                config,
+                sim.parse_devices(args.devices),
+                [m.strip() for m in args.methods.split(",") if m.strip()],
+                link=sim.resolve_link(args.link, args.alpha, args.bandwidth),
+                cost_model=CostModel.load(args.cost_model) if args.cost_model else None,
+                windows=args.windows,
+                batch_per_device=args.batch_per_device,
+                batch_size=args.batch_size,
+                buckets=args.buckets,
+                param_bytes=args.param_bytes,
+                ilp_budget=args.ilp_budget,
+                instance=args.instance,
+            )
+            print(
+                f"{result['instance']}: {result['windows']} windows, W={result['window']}, {result['batch']}, "
+                f"{result['shapes']}, link {sim.resolve_link(args.link, args.alpha, args.bandwidth).describe()}, "
+                f"all-reduce {result['param_bytes'] / 1e6:.3f} MB, cost model {result['cost_model']['source']}"
+            )
+            sim.print_table(result["rows"])
+            if args.json:
+                sim.write_json(result, args.json)
+            if args.plot:
+                sim.plot(result["rows"], args.plot, f"{result['instance']}, {result['batch']}, {args.link}")
         elif args.command == "profile":
             import time
 

@@ -102,7 +102,8 @@ def _fsync(path: Path) -> None:
 
 
 def _state_tree(trainer) -> dict:
-    return {"params": trainer.params, "opt_state": jax.tree.leaves(trainer.opt_state)}
+    """Host copies (whole on every process, also in a multi-process run) of what the arrays hold."""
+    return parallel.to_host({"params": trainer.params, "opt_state": jax.tree.leaves(trainer.opt_state)})
 
 
 def trainer_meta(trainer, epoch: int, history: list[dict]) -> dict:

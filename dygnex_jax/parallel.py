@@ -6,6 +6,11 @@ Exactness (DESIGN §3): each device returns the *sum* of its weighted per-pair l
 weights and the gradient of its loss sum; these are ``psum``-ed over ``data`` and divided once, so the
 step equals one device on the same mini-batch.
 
+Multi-process (``distributed.initialize`` first): the mesh spans every process's devices; each process
+packs only the rows of the devices it owns (``local_rows``) and ``shard_batch`` assembles the global
+array from them; replicated trees are built from host values every process holds alike; ``to_host``
+gathers a sharded result onto every process.
+
 ``check_vma=False`` is deliberate: with ``check_vma=True`` the gradient w.r.t. a replicated input comes
 back already summed over the axis (STACK-NOTES), and our own ``psum`` would then double count.
 """
@@ -30,9 +35,14 @@ LossFn = Callable[[dict, dict], tuple[jax.Array, jax.Array]]  # (params, batch) 
 
 
 def make_mesh(n_devices: int = 0) -> Mesh:
-    """A 1-D ``data`` mesh over the first ``n_devices`` devices (0 = all)."""
+    """A 1-D ``data`` mesh over the first ``n_devices`` devices (0 = all, of every process)."""
     devices = jax.devices()
     n = n_devices or len(devices)
+    if jax.process_count() > 1 and n != len(devices):
+        raise UserError(
+            f"parallel.devices={n} but the {jax.process_count()} processes hold {len(devices)} devices: "
+            "a multi-process run uses all of them (parallel.devices=0)"
+        )
     if n > len(devices):
         raise UserError(
             f"parallel.devices={n} but JAX sees {len(devices)} device(s): use fewer, or on CPU set "
@@ -41,15 +51,58 @@ def make_mesh(n_devices: int = 0) -> Mesh:
     return Mesh(np.array(devices[:n]), (AXIS,))
 
 
+def local_rows(mesh: Mesh) -> list[int]:
+    """Positions along ``data`` of the devices this process owns (all of them in one process)."""
+    me = jax.process_index()
+    return [i for i, d in enumerate(mesh.devices.flat) if d.process_index == me]
+
+
 def shard_batch(mesh: Mesh, batch: dict[str, np.ndarray]) -> dict[str, jax.Array]:
-    """Place host arrays [P, ...] on the mesh, device p getting row p."""
+    """Place this process's rows on the mesh: ``batch`` arrays are [L, ...] for the L devices of
+    ``local_rows(mesh)`` (L = P in one process), and the result is the global [P, ...] array."""
     sharding = NamedSharding(mesh, P(AXIS))
-    return {k: jax.device_put(v, sharding) for k, v in batch.items()}
+    rows = local_rows(mesh)
+    if len(rows) == mesh.size:
+        return {k: jax.device_put(v, sharding) for k, v in batch.items()}
+    devices = [mesh.devices.flat[i] for i in rows]
+
+    def place(v: np.ndarray) -> jax.Array:
+        if len(v) != len(rows):
+            raise ValueError(f"{len(v)} rows for the {len(rows)} devices of this process")
+        shards = [jax.device_put(v[j : j + 1], d) for j, d in enumerate(devices)]
+        return jax.make_array_from_single_device_arrays((mesh.size, *v.shape[1:]), sharding, shards)
+
+    return {k: place(v) for k, v in batch.items()}
 
 
 def replicate(mesh: Mesh, tree):
-    """Copy a pytree (params, optimiser state) to every device of the mesh."""
-    return jax.device_put(tree, NamedSharding(mesh, P()))
+    """Copy a pytree of host values (params, optimiser state) to every device of the mesh. In a
+    multi-process run every process must pass the same values (same seed, same init)."""
+    sharding = NamedSharding(mesh, P())
+    if len(local_rows(mesh)) == mesh.size:
+        return jax.device_put(tree, sharding)
+
+    def place(x):
+        host = np.asarray(x)
+        return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
+
+    return jax.tree.map(place, tree)
+
+
+def to_host(tree):
+    """numpy copies of a pytree of (possibly multi-process sharded) arrays, whole on every process."""
+    if jax.process_count() == 1:
+        return jax.tree.map(np.asarray, tree)
+    from jax.experimental import multihost_utils
+
+    return jax.tree.map(
+        lambda x: (
+            np.asarray(x.addressable_data(0))
+            if x.is_fully_replicated
+            else np.asarray(multihost_utils.process_allgather(x, tiled=True))
+        ),
+        tree,
+    )
 
 
 def _local(batch: dict) -> dict:

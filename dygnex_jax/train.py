@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import statistics
 import sys
 import time
@@ -23,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from . import checkpoint, parallel
+from . import checkpoint, distributed, parallel
 from .config import Config, TrainConfig, dump_config, to_dict
 from .data import datasets as _datasets
 from .data.windows import WindowSet
@@ -96,6 +97,7 @@ class Trainer:
         # --- mesh -------------------------------------------------------------------------------
         self.mesh = mesh if mesh is not None else parallel.make_mesh(c.parallel.devices)
         self.n_devices = self.mesh.size
+        self.local_rows = parallel.local_rows(self.mesh)  # the devices whose batches this process packs
         check_sizes(len(self.train_costs), self.n_devices, c.train.batch_size)
         # --- model & optimiser ------------------------------------------------------------------
         self.model = create_model(c.model, self.windows.num_features)
@@ -108,11 +110,12 @@ class Trainer:
             self.settings = c.schedule
         self._budgets: set[Budget] = set()  # train budgets used so far (compiled)
         self.step_log: list[tuple[np.ndarray, float]] = []  # (padded work, seconds) of compiled steps
-        example = self.pack([[0]], "train", epoch=0)[0]
+        example = self.pack([[0]], "train", epoch=0, rows=[0])[0]
         self._budgets.clear()  # the init example is not a training step
         local = {k: v[0] for k, v in example.items()}
-        self.params = parallel.replicate(self.mesh, self.model.init(jax.random.key(c.train.seed), local))
-        self.opt_state = parallel.replicate(self.mesh, self.tx.init(self.params))
+        params = self.model.init(jax.random.key(c.train.seed), local)  # the same on every process
+        self.params = parallel.replicate(self.mesh, params)
+        self.opt_state = parallel.replicate(self.mesh, self.tx.init(params))
         # --- steps ------------------------------------------------------------------------------
         self.train_step = parallel.make_train_step(make_loss_fn(self.model), self.tx, self.mesh)
         self.embed_step = parallel.make_embed_step(
@@ -180,8 +183,12 @@ class Trainer:
         self._budgets.add(chosen)
         return chosen
 
-    def pack(self, step: list, split: str, epoch: int):
-        """Window ids per device -> (host batch [P, ...], per-device work, budget)."""
+    def pack(self, step: list, split: str, epoch: int, rows: list[int] | None = None):
+        """Window ids per device -> (host batch [L, ...], per-device work [P], budget).
+
+        The budget is the maximum over all P devices (every process computes it alike); only the
+        ``rows`` devices (default: this process's, ``local_rows``; all of them in one process) are packed.
+        """
         split_ids = self.windows.splits[split]
         work = [self.device_work(split_ids[np.asarray(ids, np.int64)], split, epoch) for ids in step]
         work += [DeviceWork([], [], []) for _ in range(self.n_devices - len(work))]
@@ -191,7 +198,8 @@ class Trainer:
         if split == "train":
             budget = self.reuse_budget(budget)
         cw = self.config.train.class_weights
-        batch = stack_devices([pack_device(d, budget, self.windows.window, cw) for d in work])
+        rows = self.local_rows if rows is None else rows
+        batch = stack_devices([pack_device(work[p], budget, self.windows.window, cw) for p in rows])
         return batch, work, budget
 
     # --- training -----------------------------------------------------------------------------
@@ -298,27 +306,29 @@ class Trainer:
             chunk = ids[lo : lo + per_step]
             step = [list(part) for part in np.array_split(chunk, self.n_devices)]
             batch, work, _ = self.pack(step, split, epoch=0)
-            emb = np.asarray(self.embed_step(self.params, parallel.shard_batch(self.mesh, batch)))
+            emb = parallel.to_host(self.embed_step(self.params, parallel.shard_batch(self.mesh, batch)))
             for p, dev in enumerate(work):
                 for win, off in zip(dev.windows, node_offsets(dev)):
                     out[win.index] = emb[p, off : off + win.num_local]
         return out
 
-    def local_scores(self, emb: np.ndarray) -> np.ndarray:
+    def local_scores(self, emb: np.ndarray, head=None) -> np.ndarray:
         n = len(emb)
         size = bucket(n, self.config.parallel.bucket_ratio, self.config.parallel.min_bucket)
         padded = np.zeros((size, emb.shape[1]), np.float32)
         padded[:n] = emb
-        s = self.score_fn(self.params["params"]["head"], jnp.asarray(padded), jnp.asarray(padded))
+        head = parallel.to_host(self.params["params"]["head"]) if head is None else head
+        s = self.score_fn(head, jnp.asarray(padded), jnp.asarray(padded))
         return np.asarray(s)[:n, :n]
 
     def evaluate(self, split: str) -> dict:
         """MAP and MRR of a split (EvolveGCN's definitions, see evaluation.py)."""
         n = self.graph.num_nodes
         maps, mrrs, counts = [], [], []
+        head = parallel.to_host(self.params["params"]["head"])  # a host copy: scoring runs per process
         for k, emb in sorted(self.embeddings(split).items()):
             win = self.windows.get(k)
-            scores = self.local_scores(emb)
+            scores = self.local_scores(emb, head)
             if self.candidate_mode == "all":
                 mult = np.r_[np.ones(len(win.nodes)), n - len(win.nodes)]
                 src = win.positive_codes // n
@@ -348,11 +358,13 @@ class Trainer:
 
 class Progress:
     """A one-line progress bar on a terminal; otherwise (a log file, a pipe) a line every ``every``
-    seconds within a long epoch, so that a log shows a long run is alive. Per-epoch lines always."""
+    seconds within a long epoch, so that a log shows a long run is alive. Per-epoch lines always.
+    Silent when ``quiet`` (the processes other than 0 of a multi-process run)."""
 
-    def __init__(self, stream=None, every: float = 60.0):
+    def __init__(self, stream=None, every: float = 60.0, quiet: bool = False):
         self.stream = stream or sys.stderr
-        self.live = self.stream.isatty()
+        self.quiet = quiet
+        self.live = self.stream.isatty() and not quiet
         self.every = every
 
     def bar(self, epoch: int, epochs: int):
@@ -379,7 +391,8 @@ class Progress:
         return update
 
     def line(self, text: str):
-        print(text, file=self.stream, flush=True)
+        if not self.quiet:
+            print(text, file=self.stream, flush=True)
 
 
 def default_out_dir(config: Config) -> Path:
@@ -402,18 +415,21 @@ def train_and_evaluate(
 
     Everything that can fail on bad input (data, config, devices) is checked before ``out_dir`` is
     created. With ``resume``, ``out_dir`` is an earlier run (``checkpoint.resume_config`` checked it):
-    training continues after its latest complete checkpoint. Returns the summary dict.
+    training continues after its latest complete checkpoint. In a multi-process run every process
+    trains; only process 0 prints and writes files. Returns the summary dict.
     """
-    progress = Progress(stream)
+    main = distributed.is_main_process()
+    progress = Progress(stream, quiet=not main)
     trainer = Trainer(config)
     out = Path(out_dir) if out_dir is not None else default_out_dir(config)
     history, first = [], 1
     if resume:
         ckpt = checkpoint.latest(out)
         history, first = checkpoint.restore(trainer, ckpt), ckpt.epoch + 1
-        checkpoint.rewind_logs(out, history, config)
+        if main:
+            checkpoint.rewind_logs(out, history, config)
         progress.line(f"resuming {out} from {ckpt.path.name}: epochs {first}..{config.train.epochs} to run")
-    else:
+    elif main:
         prepare_out_dir(out)
         dump_config(config, out / "config.yaml")
     w = trainer.windows
@@ -423,8 +439,8 @@ def train_and_evaluate(
         f"{trainer.n_devices} devices, model {config.model.name}, schedule {config.schedule.method}, "
         f"eval candidates {trainer.candidate_mode}"
     )
-    metrics_file = (out / "metrics.jsonl").open("a")
-    steps_file = (out / "steps.jsonl").open("a")
+    metrics_file = (out / "metrics.jsonl").open("a") if main else open(os.devnull, "w")
+    steps_file = (out / "steps.jsonl").open("a") if main else open(os.devnull, "w")
     epochs = config.train.epochs
     for epoch in range(first, epochs + 1):
         try:
@@ -469,13 +485,14 @@ def train_and_evaluate(
             f"epoch {epoch}/{epochs}  loss {row['loss']:.4f}{evals}  {row['epoch_seconds']:.2f}s  "
             f"pad-eff {row['padding_efficiency']:.3f}{skipped}"
         )
-        if checkpoint.is_due(epoch, config.train):
+        if main and checkpoint.is_due(epoch, config.train):  # replicated state: process 0 writes it
             path = checkpoint.save(trainer, out, epoch, history, config.train.keep_checkpoints)
             progress.line(f"checkpoint {path}")
     metrics_file.close()
     steps_file.close()
     summary = summarize_run(config, trainer, history)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    if main:
+        (out / "summary.json").write_text(json.dumps(summary, indent=2))
     progress.line(f"wrote {out}/summary.json")
     return summary
 

@@ -43,13 +43,13 @@ kill_epoch, kill_step = int(sys.argv[1]), int(sys.argv[2])
 seen = []
 pack = train.Trainer.pack
 
-def pack_or_die(self, step, split, epoch):
+def pack_or_die(self, step, split, epoch, **kw):
     if split == "train" and epoch == kill_epoch:
         seen.append(step)
         if len(seen) == kill_step + 1:
             print(f"killing myself before step {kill_step} of epoch {epoch}", file=sys.stderr, flush=True)
             os.kill(os.getpid(), signal.SIGKILL)
-    return pack(self, step, split, epoch)
+    return pack(self, step, split, epoch, **kw)
 
 train.Trainer.pack = pack_or_die
 sys.exit(main(sys.argv[3:]))

@@ -87,6 +87,20 @@ CASES = {
     "cost-model-missing": (["train", "--config", SMOKE, "schedule.cost_model={nowhere}"], "cost model file"),
     "usage": (["fly"], "invalid choice"),
     # bad environment, run directories
+    "coordinator-unreachable": (
+        [
+            "train",
+            "--coordinator",
+            "{dead_address}",
+            "--num-processes",
+            "2",
+            "--process-id",
+            "1",
+            "--coordinator-timeout",
+            "1",
+        ],
+        "cannot reach the coordinator",
+    ),
     "too-many-devices": (["train", "--config", SMOKE, "parallel.devices=16"], "JAX sees 8 device(s)"),
     "out-is-a-file": (["train", "--config", SMOKE, "--out", "{a_file}"], "is a file"),
     "out-holds-a-run": (["train", "--config", SMOKE, "--out", "{finished_run}"], "already holds a run"),
@@ -123,6 +137,15 @@ def test_readme_table_and_tests_match():
     assert sorted(rows) == sorted(CASES), set(rows) ^ set(CASES)
 
 
+def dead_address() -> str:
+    """127.0.0.1:PORT where nothing listens (a port the OS just handed out and took back)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{sock.getsockname()[1]}"
+
+
 def fake_checkpoint_run(path: Path) -> Path:
     """A run folder with config.yaml and a complete-looking checkpoint of epoch 2 (resume_config only
     reads its meta.json, so the refusals are tested without training)."""
@@ -155,6 +178,7 @@ def inputs(tmp_path):
     installed = installed_milp_solvers()
     return {
         "nowhere": str(tmp_path / "no" / "such"),
+        "dead_address": dead_address(),
         "empty_dir": str(d / "empty_dir"),
         "empty": write("empty.txt", "# only a comment\n"),
         "binary": str(d / "binary"),

@@ -1,0 +1,210 @@
+"""Multi-process training on jax.distributed (gloo on CPU) and the local launcher.
+
+2 processes x 2 fake devices must train exactly like 1 process x 4 devices on the same schedule;
+a process that dies makes the launcher fail loudly and name it; bad topology input is one line, exit 2.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dygnex_jax import distributed
+from dygnex_jax.errors import UserError
+
+REPO = Path(__file__).resolve().parents[1]
+LAUNCH = REPO / "tools" / "launch_local.py"
+
+
+def launcher(*args, timeout=240, **kw):
+    return subprocess.run(
+        [sys.executable, str(LAUNCH), *map(str, args)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        **kw,
+    )
+
+
+def test_two_processes_match_one_process(tmp_path):
+    """2 processes x 2 devices == 1 process x 4 devices: every step's loss and the parameters, 1e-5."""
+    out = tmp_path / "mp.npz"
+    proc = launcher(
+        2, "--devices-per-process", 2, "--script", REPO / "tests" / "multihost_worker.py", "--", out
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    multi = np.load(out)
+    assert int(multi["processes"]) == 2 and int(multi["devices"]) == 4
+
+    import jax
+
+    from dygnex_jax.config import load_config
+    from dygnex_jax.train import Trainer
+
+    single = Trainer(load_config(REPO / "configs" / "smoke.yaml", ["parallel.devices=4"]))
+    single.train_epoch(1)
+    losses = np.array([s["loss"] for s in single.last_steps])
+    assert len(losses) >= 2
+    np.testing.assert_allclose(multi["losses"], losses, rtol=1e-5, atol=1e-5)
+    leaves = jax.tree_util.tree_leaves_with_path(jax.device_get(single.params))
+    assert len(leaves) == len([k for k in multi.files if k.startswith("[")])
+    for path, value in leaves:
+        np.testing.assert_allclose(multi[jax.tree_util.keystr(path)], value, rtol=1e-5, atol=1e-5)
+
+
+DYING = """
+import sys, time
+i = int(sys.argv[sys.argv.index("--process-id") + 1])
+if i == 1:
+    time.sleep(0.5)
+    print("process 1 fails now", flush=True)
+    sys.exit(3)
+time.sleep(120)
+"""
+
+
+def test_launcher_names_the_process_that_died(tmp_path):
+    script = tmp_path / "dying.py"
+    script.write_text(DYING)
+    start = time.monotonic()
+    proc = launcher(2, "--script", script, "--", timeout=60)
+    assert proc.returncode != 0
+    assert "error: process 1" in proc.stderr and "code 3" in proc.stderr, proc.stderr
+    assert "[1] process 1 fails now" in proc.stdout
+    assert time.monotonic() - start < 30  # process 0 (sleeping 120 s) was stopped, not waited for
+
+
+def test_launcher_forwards_ctrl_c(tmp_path):
+    script = tmp_path / "wait.py"
+    script.write_text(
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGINT, lambda *a: (print('got SIGINT', flush=True), sys.exit(5)))\n"
+        "print('ready', flush=True)\ntime.sleep(60)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, str(LAUNCH), "2", "--script", str(script), "--"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    ready = 0
+    while ready < 2:
+        line = proc.stdout.readline()
+        assert line, "the launcher ended early"
+        ready += line.strip().endswith("ready")
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert out.count("got SIGINT") == 2, out
+
+
+def run_train(*args, timeout=60):
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    return subprocess.run(
+        [sys.executable, "-m", "dygnex_jax", "train", *map(str, args)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def assert_one_line_error(proc, *fragments):
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    for f in fragments:
+        assert f in lines[0], lines[0]
+
+
+def test_unreachable_coordinator_is_a_one_line_error(tmp_path):
+    port = __import__("socket").socket()
+    port.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused
+    address = f"127.0.0.1:{port.getsockname()[1]}"
+    start = time.monotonic()
+    proc = run_train(
+        "--coordinator",
+        address,
+        "--num-processes",
+        2,
+        "--process-id",
+        1,
+        "--coordinator-timeout",
+        2,
+        "--out",
+        tmp_path / "run",
+    )
+    port.close()
+    assert_one_line_error(proc, "cannot reach the coordinator", address, "2 s")
+    assert time.monotonic() - start < 30
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    "flags, needle",
+    [
+        (["--coordinator", "nohost", "--num-processes", "2", "--process-id", "0"], "not HOST:PORT"),
+        (["--coordinator", "h:1", "--num-processes", "2", "--process-id", "2"], "outside 0..1"),
+        (["--coordinator", "h:1", "--num-processes", "0", "--process-id", "0"], "must be >= 1"),
+        (["--coordinator", "h:1"], "needs all of"),
+    ],
+)
+def test_bad_topology_is_a_one_line_error(flags, needle):
+    assert_one_line_error(run_train(*flags), needle)
+
+
+def test_topology_from_slurm_and_env():
+    slurm = {
+        "SLURM_NTASKS": "4",
+        "SLURM_PROCID": "3",
+        "SLURM_JOB_NODELIST": "gpu[07-10,12]",
+        "SLURM_JOB_ID": "7",
+    }
+    spec = distributed.resolve(env=slurm)
+    assert (spec.coordinator, spec.num_processes, spec.process_id, spec.source) == (
+        "gpu07:12007",
+        4,
+        3,
+        "slurm",
+    )
+    assert distributed.resolve(env={"SLURM_NTASKS": "1", "SLURM_PROCID": "0"}) is None
+    assert distributed.resolve(env={}) is None
+    env = {"DYGNEX_COORDINATOR": "10.0.0.1:999", "DYGNEX_NUM_PROCESSES": "2", "DYGNEX_PROCESS_ID": "1"}
+    assert distributed.resolve(env=env).coordinator == "10.0.0.1:999"
+    flags = distributed.resolve("a:1", 2, 0, env=slurm)  # flags win over the environment
+    assert (flags.coordinator, flags.source) == ("a:1", "flags")
+    assert distributed.first_slurm_host("node1,node2") == "node1"
+    with pytest.raises(UserError, match="not an integer"):
+        distributed.resolve(env={**env, "DYGNEX_PROCESS_ID": "x"})
+
+
+@pytest.mark.slow
+def test_cli_two_processes_write_once(tmp_path):
+    """The real ``train`` command through the launcher: process 0 alone writes; same losses as 1 x 4."""
+    multi, single = tmp_path / "multi", tmp_path / "single"
+    proc = launcher(2, "--devices-per-process", 2, "--", "--config", "configs/smoke.yaml", "--out", multi)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "[0] epoch 2/2" in proc.stdout and "[1] epoch" not in proc.stdout
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4", "JAX_PLATFORMS": "cpu"}
+    ref = subprocess.run(
+        [sys.executable, "-m", "dygnex_jax", "train", "--config", "configs/smoke.yaml", "--out", str(single)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert ref.returncode == 0, ref.stderr
+    rows = lambda d: [json.loads(x) for x in (d / "steps.jsonl").read_text().splitlines()]  # noqa: E731
+    np.testing.assert_allclose([r["loss"] for r in rows(multi)], [r["loss"] for r in rows(single)], rtol=1e-5)
+    summary = json.loads((multi / "summary.json").read_text())
+    assert summary["devices"] == 4
