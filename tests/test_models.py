@@ -53,7 +53,9 @@ def test_background_node_is_exact(model):
     tr = trainer(model, 1, extra=["data.window=3"], graph=graph)
     win = tr.windows.get(int(tr.windows.splits["test"][0]))
     n = graph.num_nodes
-    assert 0 < len(win.nodes) < n and win.inactive == n - len(win.nodes), "the window must have inactive nodes"
+    assert 0 < len(win.nodes) < n and win.inactive == n - len(win.nodes), (
+        "the window must have inactive nodes"
+    )
     full_feat = np.zeros((tr.windows.window, n + 1), np.int32)
     full_feat[:, win.nodes] = win.feat[:, : len(win.nodes)]
     full_edges = [win.nodes[e].astype(np.int32) for e in win.edges]

@@ -9,9 +9,6 @@ from conftest import make_toy_graph
 
 from dygnex_jax import parallel
 from dygnex_jax.config import load_config
-from dygnex_jax.data.windows import LocalWindow
-from dygnex_jax.graphs import Budget, pack_device, stack_devices
-from dygnex_jax.models import LinkPredictor
 from dygnex_jax.train import Trainer, make_loss_fn
 
 SMALL = ["data.window=4", "train.batch_size=8", "model.hidden=8", "model.head_hidden=8", "data.neg_mult=3"]

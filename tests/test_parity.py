@@ -69,7 +69,10 @@ def packed_batch(wins: list[LocalWindow]) -> dict:
 
 
 def torch_inputs(win: LocalWindow, num_features: int):
-    xs = [torch.nn.functional.one_hot(torch.as_tensor(win.feat[t, :N], dtype=torch.long), num_features).float() for t in range(W)]
+    xs = [
+        torch.nn.functional.one_hot(torch.as_tensor(win.feat[t, :N], dtype=torch.long), num_features).float()
+        for t in range(W)
+    ]
     es = [torch.as_tensor(e.T.astype(np.int64)) for e in win.edges]
     return xs, es
 
@@ -89,7 +92,12 @@ class RecurrentStack(torch.nn.Module):
         for x, e in zip(xs, es):
             for i, cell in enumerate(self.cells):
                 if self.lstm:
-                    h, c = cell(x, e, H=None if states[i] is None else states[i][0], C=None if states[i] is None else states[i][1])
+                    h, c = cell(
+                        x,
+                        e,
+                        H=None if states[i] is None else states[i][0],
+                        C=None if states[i] is None else states[i][1],
+                    )
                     states[i] = (h, c)
                 else:
                     h = cell(x, e, H=states[i])
@@ -154,7 +162,10 @@ def dense(t, prefix, bias=True):
 
 
 def cheb(t, prefix, k):
-    return {**{f"lin_{i}": {"kernel": t[f"{prefix}.lins.{i}.weight"].T} for i in range(k)}, "bias": t[f"{prefix}.bias"]}
+    return {
+        **{f"lin_{i}": {"kernel": t[f"{prefix}.lins.{i}.weight"].T} for i in range(k)},
+        "bias": t[f"{prefix}.bias"],
+    }
 
 
 def gru(t, prefix, suffix=""):
@@ -197,7 +208,10 @@ def map_tgcn(t, layers, k):
     for i in range(layers):
         c = {}
         for g in "zrh":
-            c[f"conv_{g}"] = {"lin": {"kernel": t[f"cells.{i}.conv_{g}.lin.weight"].T}, "bias": t[f"cells.{i}.conv_{g}.bias"]}
+            c[f"conv_{g}"] = {
+                "lin": {"kernel": t[f"cells.{i}.conv_{g}.lin.weight"].T},
+                "bias": t[f"cells.{i}.conv_{g}.bias"],
+            }
             c[f"linear_{g}"] = dense(t, f"cells.{i}.linear_{g}")
         cells[f"cell_{i}"] = c
     return {"step": cells}
@@ -213,7 +227,10 @@ def map_egcn(t, layers, pool):
 
 
 def map_gcn_gru(t, layers, k):
-    out = {f"gcn_{i}": {"lin": {"kernel": t[f"convs.{i}.lin.weight"].T}, "bias": t[f"convs.{i}.bias"]} for i in range(layers)}
+    out = {
+        f"gcn_{i}": {"lin": {"kernel": t[f"convs.{i}.lin.weight"].T}, "bias": t[f"convs.{i}.bias"]}
+        for i in range(layers)
+    }
     return {"step": {**out, "gru": gru(t, "gru")}}
 
 
@@ -222,7 +239,10 @@ def map_mpnn_lstm(t, layers, k):
     for i in (1, 2):
         out[f"conv_{i}_lin"] = {"kernel": t[f"inner._convolution_{i}.lin.weight"].T}
         out[f"conv_{i}_bias"] = t[f"inner._convolution_{i}.bias"]
-        out[f"bn_{i}"] = {"scale": t[f"inner._batch_norm_{i}.weight"], "bias": t[f"inner._batch_norm_{i}.bias"]}
+        out[f"bn_{i}"] = {
+            "scale": t[f"inner._batch_norm_{i}.weight"],
+            "bias": t[f"inner._batch_norm_{i}.bias"],
+        }
     out["step"] = {f"lstm_{i}": gru(t, f"inner._recurrent_{i}", "_l0") for i in (1, 2)}
     return out
 
@@ -286,7 +306,9 @@ def test_parity_with_pyg_temporal(name):
     loss.backward()
     named = dict(mod.named_parameters())
     values = to_flax({k: v.detach().numpy() for k, v in named.items()})
-    grads_ref = to_flax({k: v.grad.numpy() if v.grad is not None else np.zeros(v.shape, np.float32) for k, v in named.items()})
+    grads_ref = to_flax(
+        {k: v.grad.numpy() if v.grad is not None else np.zeros(v.shape, np.float32) for k, v in named.items()}
+    )
 
     # ours: the same weights, both windows packed with padding
     encoder = ENCODERS[name](cfg, f)

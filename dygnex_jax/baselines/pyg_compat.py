@@ -29,7 +29,9 @@ def install_torch_sparse_shim() -> bool:
     from torch_geometric.typing import SparseTensor  # PyG's placeholder class when torch-sparse is absent
 
     shim = types.ModuleType("torch_sparse")
-    shim.__doc__ = "dygnex_jax stand-in: only torch_geometric.typing.SparseTensor (see baselines/pyg_compat.py)"
+    shim.__doc__ = (
+        "dygnex_jax stand-in: only torch_geometric.typing.SparseTensor (see baselines/pyg_compat.py)"
+    )
     shim.SparseTensor = SparseTensor
     shim.__dygnex_shim__ = True
     sys.modules["torch_sparse"] = shim

@@ -16,9 +16,9 @@ from .gc_lstm import GCLSTM
 from .gcn_gru import GCNGRU
 from .gconv_lstm import GConvLSTM
 from .gcrn_gru import GCRNGRU
+from .head import LinkHead, dense_pair_scores
 from .mpnn_lstm import MPNNLSTM
 from .tgcn import TGCN
-from .head import LinkHead, dense_pair_scores
 
 ENCODERS = {
     "egcn_o": lambda cfg, f: EvolveGCNO(f, cfg.hidden, cfg.layers, cfg.egcn_gru),

@@ -22,8 +22,9 @@ import jax.numpy as jnp
 from .layers import GRUCell, gcn_aggregate, node_inputs, scan_steps
 
 
-def window_topk(x: jax.Array, score: jax.Array, node_window: jax.Array, node_count: jax.Array,
-                num_slots: int, k: int) -> jax.Array:
+def window_topk(
+    x: jax.Array, score: jax.Array, node_window: jax.Array, node_count: jax.Array, num_slots: int, k: int
+) -> jax.Array:
     """Top-k pooled rows per window slot, a node counted ``node_count`` times.
 
     Args: x [N, F]; score [N] (already squashed); node_window [N] slot of every node (0..num_slots-1);
@@ -81,7 +82,9 @@ class EvolveGCNH(nn.Module):
         slots = batch["window_sizes"].shape[0]
         init = nn.initializers.glorot_uniform()
         weights = tuple(
-            jnp.broadcast_to(self.param(f"gcn_{i}", init, (dims[i], dims[i + 1])), (slots, dims[i], dims[i + 1]))
+            jnp.broadcast_to(
+                self.param(f"gcn_{i}", init, (dims[i], dims[i + 1])), (slots, dims[i], dims[i + 1])
+            )
             for i in range(self.layers)
         )
         w_len = batch["senders"].shape[0]

@@ -32,7 +32,8 @@ class _Step(nn.Module):
             new_weights = tuple(GRUCell(w.shape[1], name=f"evolve_{i}")(w, w) for i, w in enumerate(weights))
         else:
             new_weights = tuple(
-                MatrixGRU(self.dims[i], self.dims[i + 1], name=f"evolve_{i}")(w) for i, w in enumerate(weights)
+                MatrixGRU(self.dims[i], self.dims[i + 1], name=f"evolve_{i}")(w)
+                for i, w in enumerate(weights)
             )
         for w in new_weights:
             h = jax.nn.relu(gcn_aggregate(h @ w, senders, receivers, edge_mask))

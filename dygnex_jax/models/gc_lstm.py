@@ -48,7 +48,9 @@ class _Step(nn.Module):
         x, senders, receivers, edge_mask = xs
         new = []
         for i, state in enumerate(states):
-            h, c = GCLSTMCell(self.hidden, self.k, name=f"cell_{i}")(x, state, (senders, receivers, edge_mask))
+            h, c = GCLSTMCell(self.hidden, self.k, name=f"cell_{i}")(
+                x, state, (senders, receivers, edge_mask)
+            )
             new.append((h, c))
             x = h
         return tuple(new), None
