@@ -25,8 +25,13 @@ def assert_trees_close(a, b, tol=1e-5):
 
 
 # egcn_h and mpnn_lstm keep per-window state (pooled weights, batch statistics): the packing must not mix
-# windows, whichever device they land on.
-@pytest.mark.parametrize("model", ["egcn_o", "gcrn_gru", "egcn_h", "mpnn_lstm"])
+# windows, whichever device they land on (slow: about 3x the others' compile time).
+SLOW = pytest.mark.slow
+
+
+@pytest.mark.parametrize(
+    "model", ["egcn_o", "gcrn_gru", pytest.param("egcn_h", marks=SLOW), pytest.param("mpnn_lstm", marks=SLOW)]
+)
 def test_eight_devices_equal_one_device(model):
     multi = trainer(model, 8)
     single = trainer(model, 1)
