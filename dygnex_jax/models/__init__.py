@@ -40,7 +40,7 @@ class LinkPredictor(nn.Module):
 
     def __call__(self, batch: dict) -> jax.Array:
         h = self.encoder(batch)
-        return self.head(h[batch["pair_src"]], h[batch["pair_dst"]])
+        return self.head(h, batch["pair_src"], batch["pair_dst"])
 
     def embed(self, batch: dict) -> jax.Array:
         return self.encoder(batch)
