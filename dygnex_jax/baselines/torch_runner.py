@@ -111,7 +111,9 @@ class Runner:
         import torch.distributed as dist
 
         c = self.config
-        sched = schedule(self.costs, self.world, c.train.batch_size, self.settings, seed=c.train.seed, epoch=epoch)
+        sched = schedule(
+            self.costs, self.world, c.train.batch_size, self.settings, seed=c.train.seed, epoch=epoch
+        )
         split = self.windows.splits["train"]
         start = time.perf_counter()
         loss_total = weight_total = 0.0
@@ -140,8 +142,9 @@ class Runner:
         emb = {}
         ids = np.arange(len(self.windows.splits[split]))
         with torch.no_grad():
-            for lo in range(0, len(ids), self.config.eval.batch_size):
-                wins = [self.windows.get(int(self.windows.splits[split][k])) for k in ids[lo : lo + 8]]
+            size = self.config.eval.batch_size
+            for lo in range(0, len(ids), size):
+                wins = [self.windows.get(int(self.windows.splits[split][k])) for k in ids[lo : lo + size]]
                 feat, es, offsets, _ = _union(wins)
                 h = self.encoder(self._features(feat), es)
                 for w, off in zip(wins, offsets):
