@@ -65,10 +65,12 @@ def run_case(system: str, model: str, dataset: str, seed: int, args, work: Path)
         raise SystemExit(f"{system} {model} {dataset} failed:\n{proc.stderr[-3000:]}")
     summary = json.loads((out / "summary.json").read_text())
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    wall = [r["epoch_seconds"] for r in rows]
+    steady = steady_epoch_seconds(out, wall) if system == "jax" else wall
     return {
-        "epoch_seconds": statistics.median(
-            [r["epoch_seconds"] for r in rows[1:]] or [rows[0]["epoch_seconds"]]
-        ),
+        "epoch_seconds": statistics.median(steady[1:] or steady),
+        "wall_epoch_seconds": statistics.median(wall[1:] or wall),
+        "compile_seconds": sum(w - s for w, s in zip(wall, steady)),
         "first_epoch_seconds": rows[0]["epoch_seconds"],
         "val_map": summary["final"]["val_map"],
         "test_map": summary["final"]["test_map"],
