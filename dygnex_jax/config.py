@@ -59,10 +59,17 @@ class DataConfig:
 
 @dataclasses.dataclass
 class ModelConfig:
-    name: str = "egcn_o"  # registry name: egcn_o, gcrn_gru
+    # Registry name (dygnex_jax/models): egcn_o, egcn_h, gcrn_gru, gconv_lstm, gc_lstm, tgcn, gcn_gru,
+    # mpnn_lstm.
+    name: str = "egcn_o"
     hidden: int = 64  # node embedding width of every graph layer
-    layers: int = 2  # graph layers (EvolveGCN: 2)
-    cheb_k: int = 2  # Chebyshev order K of GCRN's graph convolutions
+    # Graph layers (EvolveGCN: 2); stacked recurrent cells for gcrn_gru / gconv_lstm / gc_lstm / tgcn;
+    # mpnn_lstm has PyG-Temporal's fixed two GCN layers and two LSTMs.
+    layers: int = 2
+    cheb_k: int = 2  # Chebyshev order K of gcrn_gru / gconv_lstm / gc_lstm graph convolutions
+    # egcn_o's weight GRU: "rows" (PyG-Temporal: torch.nn.GRU over the weight matrix's rows) or
+    # "matrix" (IBM's EvolveGCN code: left-multiplied matrix GRU).
+    egcn_gru: str = "rows"
     head_hidden: int = 128  # link-prediction MLP hidden width (EvolveGCN: 400)
 
 
@@ -277,6 +284,10 @@ def validate(config: Config) -> None:
         (config.model.hidden >= 1, f"model.hidden must be positive, got {config.model.hidden}"),
         (config.model.layers >= 1, f"model.layers must be positive, got {config.model.layers}"),
         (config.model.cheb_k >= 1, f"model.cheb_k must be positive, got {config.model.cheb_k}"),
+        (
+            config.model.egcn_gru in ("rows", "matrix"),
+            f"model.egcn_gru must be rows or matrix, got {config.model.egcn_gru!r}",
+        ),
         (
             config.schedule.reschedule_every >= 0,
             f"schedule.reschedule_every must be >= 0, got {config.schedule.reschedule_every}",

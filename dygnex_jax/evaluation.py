@@ -146,3 +146,38 @@ def weighted_mean(values: list[float], weights: list[int]) -> float:
     v, w = np.asarray(values, np.float64), np.asarray(weights, np.float64)
     ok = ~np.isnan(v)
     return float(np.sum(v[ok] * w[ok]) / np.sum(w[ok])) if ok.any() else float("nan")
+
+
+def evaluate_link_windows(windows, embeddings: dict, local_scores, mode: str, eval_cfg, cache: dict) -> dict:
+    """MAP and MRR of a split's windows from their embeddings, whatever computed them (the JAX trainer or
+    the PyTorch baseline).
+
+    Args:
+      windows: the ``WindowSet``; embeddings: window id -> [num_local, H] embeddings;
+      local_scores: [L, H] -> [L, L] pair scores (edge logit - non-edge logit) of a window's local nodes;
+      mode: "all" or "sampled" candidates; eval_cfg: the ``eval`` config section (seed, neg_per_source);
+      cache: window id -> sampled candidates, kept by the caller so they are fixed for a run.
+    Returns: {"map", "mrr", "snapshots"}.
+    """
+    n = windows.graph.num_nodes
+    maps, mrrs, counts = [], [], []
+    for k, emb in sorted(embeddings.items()):
+        win = windows.get(k)
+        scores = local_scores(emb)
+        if mode == "all":
+            mult = np.r_[np.ones(len(win.nodes)), n - len(win.nodes)]
+            src = win.positive_codes // n
+            ap, mrr, count = snapshot_metrics_compressed(
+                scores, mult, win.to_local(src), win.to_local(win.positive_codes % n), src
+            )
+        else:
+            if k not in cache:
+                rng = np.random.default_rng([eval_cfg.seed, k])
+                cache[k] = sample_candidates(win.positive_codes, n, eval_cfg.neg_per_source, rng)
+            src, dst, labels = cache[k]
+            s = scores[win.to_local(src), win.to_local(dst)]
+            ap, mrr, count = average_precision(s, labels), row_mrr(src, s, labels), len(labels)
+        maps.append(ap)
+        mrrs.append(mrr)
+        counts.append(count)
+    return {"map": weighted_mean(maps, counts), "mrr": weighted_mean(mrrs, counts), "snapshots": len(maps)}

@@ -89,6 +89,8 @@ def pack_device(work: DeviceWork, budget: Budget, window_len: int, class_weights
       edge_mask: float32 [W, E] 1 for real edges.
       node_window: int32 [N] window slot of every node, K for padding nodes.
       window_sizes: int32 [K+1] nodes per window slot, the last entry = padding nodes (for ragged ops).
+      node_count: int32 [N] graph nodes a packed node stands for: 1 for an active node, the number of
+        inactive nodes for a window's background node, 0 for padding nodes.
       pair_src, pair_dst: int32 [Q] packed local ids of target pairs; padding pairs are (N-1, N-1).
       pair_label: int32 [Q] 1 edge / 0 non-edge.
       pair_weight: float32 [Q] class weight of the label for real pairs, 0 for padding.
@@ -102,6 +104,7 @@ def pack_device(work: DeviceWork, budget: Budget, window_len: int, class_weights
         "edge_mask": np.zeros((w, e), np.float32),
         "node_window": np.full(n, k, np.int32),
         "window_sizes": np.zeros(k + 1, np.int32),
+        "node_count": np.zeros(n, np.int32),
         "pair_src": np.full(q, pad, np.int32),
         "pair_dst": np.full(q, pad, np.int32),
         "pair_label": np.zeros(q, np.int32),
@@ -118,6 +121,8 @@ def pack_device(work: DeviceWork, budget: Budget, window_len: int, class_weights
         out["feat"][:, node_off : node_off + m] = win.feat
         out["node_window"][node_off : node_off + m] = j
         out["window_sizes"][j] = m
+        out["node_count"][node_off : node_off + m - 1] = 1
+        out["node_count"][node_off + m - 1] = win.inactive
         for tau, edges in enumerate(win.edges):
             lo, hi = edge_off[tau], edge_off[tau] + len(edges)
             out["senders"][tau, lo:hi] = edges[:, 0] + node_off

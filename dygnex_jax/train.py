@@ -29,13 +29,7 @@ from .config import Config, TrainConfig, dump_config, to_dict
 from .data import datasets as _datasets
 from .data.windows import WindowSet
 from .errors import UserError
-from .evaluation import (
-    average_precision,
-    row_mrr,
-    sample_candidates,
-    snapshot_metrics_compressed,
-    weighted_mean,
-)
+from .evaluation import evaluate_link_windows
 from .graphs import (
     Budget,
     DeviceWork,
@@ -323,34 +317,15 @@ class Trainer:
 
     def evaluate(self, split: str) -> dict:
         """MAP and MRR of a split (EvolveGCN's definitions, see evaluation.py)."""
-        n = self.graph.num_nodes
-        maps, mrrs, counts = [], [], []
         head = parallel.to_host(self.params["params"]["head"])  # a host copy: scoring runs per process
-        for k, emb in sorted(self.embeddings(split).items()):
-            win = self.windows.get(k)
-            scores = self.local_scores(emb, head)
-            if self.candidate_mode == "all":
-                mult = np.r_[np.ones(len(win.nodes)), n - len(win.nodes)]
-                src = win.positive_codes // n
-                ap, mrr, count = snapshot_metrics_compressed(
-                    scores, mult, win.to_local(src), win.to_local(win.positive_codes % n), src
-                )
-            else:
-                if k not in self._eval_candidates:
-                    rng = np.random.default_rng([self.config.eval.seed, k])
-                    cands = sample_candidates(win.positive_codes, n, self.config.eval.neg_per_source, rng)
-                    self._eval_candidates[k] = cands
-                src, dst, labels = self._eval_candidates[k]
-                s = scores[win.to_local(src), win.to_local(dst)]
-                ap, mrr, count = average_precision(s, labels), row_mrr(src, s, labels), len(labels)
-            maps.append(ap)
-            mrrs.append(mrr)
-            counts.append(count)
-        return {
-            "map": weighted_mean(maps, counts),
-            "mrr": weighted_mean(mrrs, counts),
-            "snapshots": len(maps),
-        }
+        return evaluate_link_windows(
+            self.windows,
+            self.embeddings(split),
+            lambda emb: self.local_scores(emb, head),
+            self.candidate_mode,
+            self.config.eval,
+            self._eval_candidates,
+        )
 
 
 # -------------------------------------------------------------------------------------------------

@@ -36,6 +36,8 @@ class LocalWindow:
       feat: [W, A+1] int32 node input category per time offset (degree bucket, or 0 for constant).
       positives: [Q+, 2] int32 local pairs of the target snapshot's edges.
       positive_codes: [Q+] int64 sorted global pair codes ``src * N + dst`` of the target edges.
+      inactive: how many graph nodes the background node stands for (N - A); models whose output
+        depends on node counts (top-k pooling, normalisation statistics) weight it by this.
     """
 
     index: int
@@ -45,6 +47,7 @@ class LocalWindow:
     feat: np.ndarray
     positives: np.ndarray
     positive_codes: np.ndarray
+    inactive: int = 0
 
     @property
     def num_local(self) -> int:
@@ -176,6 +179,7 @@ class WindowSet:
             feat=feat,
             positives=lookup[target].astype(np.int32).reshape(-1, 2),
             positive_codes=np.sort(target[:, 0].astype(np.int64) * g.num_nodes + target[:, 1]),
+            inactive=g.num_nodes - len(nodes),
         )
 
     # -------------------------------------------------------------------------------------------

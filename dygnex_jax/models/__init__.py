@@ -10,13 +10,25 @@ import jax
 
 from ..config import ModelConfig
 from ..errors import UserError
+from .egcn_h import EvolveGCNH
 from .egcn_o import EvolveGCNO
+from .gc_lstm import GCLSTM
+from .gcn_gru import GCNGRU
+from .gconv_lstm import GConvLSTM
 from .gcrn_gru import GCRNGRU
 from .head import LinkHead, dense_pair_scores
+from .mpnn_lstm import MPNNLSTM
+from .tgcn import TGCN
 
 ENCODERS = {
-    "egcn_o": lambda cfg, f: EvolveGCNO(f, cfg.hidden, cfg.layers),
+    "egcn_o": lambda cfg, f: EvolveGCNO(f, cfg.hidden, cfg.layers, cfg.egcn_gru),
+    "egcn_h": lambda cfg, f: EvolveGCNH(f, cfg.hidden, cfg.layers),
     "gcrn_gru": lambda cfg, f: GCRNGRU(f, cfg.hidden, cfg.layers, cfg.cheb_k),
+    "gconv_lstm": lambda cfg, f: GConvLSTM(f, cfg.hidden, cfg.layers, cfg.cheb_k),
+    "gc_lstm": lambda cfg, f: GCLSTM(f, cfg.hidden, cfg.layers, cfg.cheb_k),
+    "tgcn": lambda cfg, f: TGCN(f, cfg.hidden, cfg.layers),
+    "gcn_gru": lambda cfg, f: GCNGRU(f, cfg.hidden, cfg.layers),
+    "mpnn_lstm": lambda cfg, f: MPNNLSTM(f, cfg.hidden),
 }
 
 
@@ -28,7 +40,7 @@ class LinkPredictor(nn.Module):
 
     def __call__(self, batch: dict) -> jax.Array:
         h = self.encoder(batch)
-        return self.head(h[batch["pair_src"]], h[batch["pair_dst"]])
+        return self.head(h, batch["pair_src"], batch["pair_dst"])
 
     def embed(self, batch: dict) -> jax.Array:
         return self.encoder(batch)

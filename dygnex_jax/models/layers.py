@@ -60,6 +60,71 @@ class ChebConv(nn.Module):
         return out + self.param("bias", nn.initializers.zeros, (self.features,))
 
 
+def node_inputs(batch: dict, num_features: int) -> jax.Array:
+    """[W, N, F] float node inputs of a packed batch: ``batch["x"]`` when the task has real-valued
+    features, else the one-hot of the categories ``batch["feat"]`` (degree buckets)."""
+    if "x" in batch:
+        return batch["x"].astype(jnp.float32)
+    return jax.nn.one_hot(batch["feat"], num_features, dtype=jnp.float32)
+
+
+def scan_steps(step_cls, name: str = "step", **kwargs):
+    """``nn.scan`` of a ``(carry, xs_tau) -> (carry, out)`` module over the leading time axis, with the
+    parameters shared by every time offset."""
+    scan = nn.scan(step_cls, variable_broadcast="params", split_rngs={"params": False}, in_axes=0)
+    return scan(name=name, **kwargs)
+
+
+class GCNConv(nn.Module):
+    """PyG's ``GCNConv``: ``D^-1/2 (A + I) D^-1/2 x Theta + b``."""
+
+    features: int
+    use_bias: bool = True
+
+    @nn.compact
+    def __call__(self, x: jax.Array, edges: tuple[jax.Array, jax.Array, jax.Array]) -> jax.Array:
+        out = gcn_aggregate(nn.Dense(self.features, use_bias=False, name="lin")(x), *edges)
+        if self.use_bias:
+            out = out + self.param("bias", nn.initializers.zeros, (self.features,))
+        return out
+
+
+class GRUCell(nn.Module):
+    """``torch.nn.GRU``'s cell, one step, gates in torch's order (r, z, n):
+
+    ``r = sig(x W_ir + b_ir + h W_hr + b_hr)``, ``z = sig(x W_iz + b_iz + h W_hz + b_hz)``,
+    ``n = tanh(x W_in + b_in + r * (h W_hn + b_hn))``, ``h' = (1 - z) n + z h``.
+    Params ``ih`` / ``hh``: Dense kernels [in, 3H] / [H, 3H] (torch's ``weight_ih_l0.T``) with biases.
+    """
+
+    hidden: int
+
+    @nn.compact
+    def __call__(self, x: jax.Array, h: jax.Array) -> jax.Array:
+        gi = nn.Dense(3 * self.hidden, name="ih")(x)
+        gh = nn.Dense(3 * self.hidden, name="hh")(h)
+        ir, iz, i_n = jnp.split(gi, 3, axis=-1)
+        hr, hz, hn = jnp.split(gh, 3, axis=-1)
+        r = jax.nn.sigmoid(ir + hr)
+        z = jax.nn.sigmoid(iz + hz)
+        n = jnp.tanh(i_n + r * hn)
+        return (1.0 - z) * n + z * h
+
+
+class LSTMCell(nn.Module):
+    """``torch.nn.LSTM``'s cell, one step, gates in torch's order (i, f, g, o); ``ih`` / ``hh`` as in
+    ``GRUCell`` with 4H columns. Returns ``(h', c')``."""
+
+    hidden: int
+
+    @nn.compact
+    def __call__(self, x: jax.Array, h: jax.Array, c: jax.Array) -> tuple[jax.Array, jax.Array]:
+        g = nn.Dense(4 * self.hidden, name="ih")(x) + nn.Dense(4 * self.hidden, name="hh")(h)
+        i, f, gg, o = jnp.split(g, 4, axis=-1)
+        c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(gg)
+        return jax.nn.sigmoid(o) * jnp.tanh(c), c
+
+
 class MatrixGRU(nn.Module):
     """GRU over a weight matrix Q [rows, cols] (EvolveGCN-O): input and hidden state are both Q.
 

@@ -1,0 +1,1 @@
+"""PyTorch / PyG-Temporal baselines (needs the ``torch`` extra: ``pip install -r requirements-torch.txt``)."""

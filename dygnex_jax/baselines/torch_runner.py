@@ -1,0 +1,239 @@
+"""PyTorch baseline: the same model from PyG-Temporal, trained on the same windows, splits, negatives,
+mini-batches and evaluation as ``dygnex_jax.train``, on P CPU processes with ``torch.distributed`` (gloo)
+DDP and the even PSG split of every step's windows (``schedule.method=psg``).
+
+Per step, each rank packs its windows as one disjoint-union graph per time offset (as PyG's ``Batch``
+does), runs the twin encoder (``torch_models.build_encoder``) and the link head, and returns
+``P * sum(w * CE) / sum_all(w)`` so that DDP's gradient average is the exact mini-batch gradient, as in our
+SPMD step. Rank 0 evaluates with ``evaluation.evaluate_link_windows`` (the trainer's MAP / MRR) and writes
+``metrics.jsonl`` and ``summary.json`` in the trainer's format. ``epoch_seconds`` covers the training
+steps of an epoch (host packing included), as ours does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import socket
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..config import Config, dump_config, load_config, to_dict
+from ..data import datasets
+from ..data.windows import WindowSet
+from ..evaluation import evaluate_link_windows
+from ..schedule import schedule
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _union(wins, pairs=None):
+    """Windows -> per-offset disjoint union: (feat [W, N], edge lists [W][2, E], node offsets, pairs)."""
+    import torch
+
+    offsets = np.cumsum([0] + [w.num_local for w in wins])
+    feat = np.concatenate([w.feat for w in wins], axis=1)
+    es = []
+    for tau in range(wins[0].feat.shape[0]):
+        e = np.concatenate([w.edges[tau] + off for w, off in zip(wins, offsets)])
+        es.append(torch.as_tensor(e.T.astype(np.int64)).contiguous())
+    packed_pairs = None
+    if pairs is not None:
+        packed_pairs = np.concatenate([p + off for p, off in zip(pairs, offsets)])
+    return feat, es, offsets, packed_pairs
+
+
+class Runner:
+    """One rank's model, optimiser and data (``rank`` 0 also evaluates and writes)."""
+
+    def __init__(self, config: Config, rank: int, world: int):
+        import torch
+
+        from .torch_models import LinkHead, LinkModel, build_encoder
+
+        self.config, self.rank, self.world = config, rank, world
+        c = config
+        torch.manual_seed(c.train.seed)
+        self.graph = datasets.load_dataset(c.data)
+        self.windows = WindowSet(self.graph, c.data)
+        self.costs = self.windows.schedule_costs("train", c.data.neg_mult, c.schedule.time_resolved)
+        self.encoder = build_encoder(c.model, self.windows.num_features)
+        self.head = LinkHead(c.model.hidden, c.model.head_hidden)
+        self.model = LinkModel(self.encoder, self.head)
+        if world > 1:
+            self.ddp = torch.nn.parallel.DistributedDataParallel(self.model, find_unused_parameters=False)
+        else:
+            self.ddp = self.model
+        opt = torch.optim.AdamW if c.train.weight_decay > 0 else torch.optim.Adam
+        kwargs = {"weight_decay": c.train.weight_decay} if c.train.weight_decay > 0 else {}
+        self.opt = opt(self.model.parameters(), lr=c.train.learning_rate, **kwargs)
+        self.settings = dataclasses.replace(c.schedule, method="psg")
+        largest = max(self.windows.costs(s)[:, 0].max(initial=0) for s in ("val", "test"))
+        self.mode = c.eval.candidates
+        if self.mode == "auto":
+            self.mode = "all" if largest <= c.eval.all_max_nodes else "sampled"
+        self._cands: dict = {}
+
+    def _features(self, feat):
+        import torch
+
+        f = torch.as_tensor(feat.astype(np.int64))
+        return [torch.nn.functional.one_hot(f[t], self.windows.num_features).float() for t in range(len(f))]
+
+    def forward(self, ids, epoch, scale: float = 1.0):
+        """Sum of class-weighted CE over this rank's windows (times ``scale``), and the sum of weights."""
+        import torch
+
+        wins = [self.windows.get(int(k)) for k in ids]
+        c = self.config
+        samples = [self.windows.training_pairs(w.index, c.data.neg_mult, c.train.seed, epoch) for w in wins]
+        feat, es, _, pairs = _union(wins, [s[0] for s in samples])
+        labels = torch.as_tensor(np.concatenate([s[1] for s in samples]).astype(np.int64))
+        weights = torch.as_tensor(np.asarray(c.train.class_weights, np.float32))[labels] * scale
+        pairs = torch.as_tensor(pairs.astype(np.int64))
+        logits = self.ddp(self._features(feat), es, pairs[:, 0], pairs[:, 1])
+        ce = torch.nn.functional.cross_entropy(logits, labels, reduction="none")
+        return (weights * ce).sum(), weights.sum()
+
+    def train_epoch(self, epoch: int) -> dict:
+        import torch
+        import torch.distributed as dist
+
+        c = self.config
+        sched = schedule(
+            self.costs, self.world, c.train.batch_size, self.settings, seed=c.train.seed, epoch=epoch
+        )
+        split = self.windows.splits["train"]
+        start = time.perf_counter()
+        loss_total = weight_total = 0.0
+        self.model.train()
+        for step in sched.steps:
+            mine = split[np.asarray(step[self.rank], np.int64)] if self.rank < len(step) else []
+            if len(mine):
+                num, den = self.forward(mine, epoch)
+            else:  # no window on this rank (a short last step): run one with weight 0 for DDP's all-reduce
+                num, den = self.forward(split[np.asarray(step[0][:1], np.int64)], epoch, scale=0.0)
+            stats = torch.stack([num.detach(), den.detach()])
+            if self.world > 1:
+                dist.all_reduce(stats)
+            loss = num * self.world / stats[1].clamp_min(1e-12)
+            self.opt.zero_grad(set_to_none=True)
+            loss.backward()  # DDP averages over ranks: sum over all windows / all weights
+            self.opt.step()
+            loss_total += float(stats[0])
+            weight_total += float(stats[1])
+        return {"loss": loss_total / max(weight_total, 1e-12), "epoch_seconds": time.perf_counter() - start}
+
+    def evaluate(self, split: str) -> dict:
+        import torch
+
+        self.model.eval()
+        emb = {}
+        ids = np.arange(len(self.windows.splits[split]))
+        with torch.no_grad():
+            size = self.config.eval.batch_size
+            for lo in range(0, len(ids), size):
+                wins = [self.windows.get(int(self.windows.splits[split][k])) for k in ids[lo : lo + size]]
+                feat, es, offsets, _ = _union(wins)
+                h = self.encoder(self._features(feat), es)
+                for w, off in zip(wins, offsets):
+                    emb[w.index] = h[off : off + w.num_local]
+        scores = lambda e: self.head.pair_scores(e).numpy()  # noqa: E731
+        return evaluate_link_windows(self.windows, emb, scores, self.mode, self.config.eval, self._cands)
+
+
+def _worker(rank: int, world: int, config: Config, out: str, port: int, threads: int) -> None:
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(threads)
+    if world > 1:
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        dist.init_process_group("gloo", rank=rank, world_size=world)
+    runner = Runner(config, rank, world)
+    history = []
+    out_dir = Path(out)
+    metrics = (out_dir / "metrics.jsonl").open("w") if rank == 0 else None
+    epochs = config.train.epochs
+    for epoch in range(1, epochs + 1):
+        row = {"epoch": epoch, **runner.train_epoch(epoch)}
+        if rank == 0 and (epoch % config.train.eval_every == 0 or epoch == epochs):
+            for split in ("val", "test"):
+                r = runner.evaluate(split)
+                row[f"{split}_map"], row[f"{split}_mrr"] = r["map"], r["mrr"]
+        if world > 1:
+            dist.barrier()
+        if rank == 0:
+            history.append(row)
+            metrics.write(json.dumps(row) + "\n")
+            metrics.flush()
+            evals = f"  val MAP {row['val_map']:.4f}" if "val_map" in row else ""
+            print(f"epoch {epoch}  loss {row['loss']:.4f}{evals}  {row['epoch_seconds']:.2f}s", flush=True)
+    if rank == 0:
+        metrics.close()
+        (out_dir / "summary.json").write_text(json.dumps(summarize(config, runner, history, world), indent=2))
+    if world > 1:
+        dist.destroy_process_group()
+
+
+def summarize(config: Config, runner: Runner, history: list[dict], world: int) -> dict:
+    evaluated = [r for r in history if "val_map" in r and not math.isnan(r["val_map"])]
+    best = max(evaluated, key=lambda r: r["val_map"]) if evaluated else history[-1]
+    timed = [r["epoch_seconds"] for r in history[1:]] or [history[0]["epoch_seconds"]]
+    pick = ("loss", "val_map", "val_mrr", "test_map", "test_mrr")
+    return {
+        "name": config.name,
+        "system": "pytorch-geometric-temporal+ddp",
+        "dataset": runner.graph.name,
+        "model": config.model.name,
+        "schedule": "psg",
+        "devices": world,
+        "windows": {s: int(len(v)) for s, v in runner.windows.splits.items()},
+        "eval_candidates": runner.mode,
+        "epochs": len(history),
+        "final": {k: history[-1].get(k) for k in pick},
+        "best": {"epoch": best["epoch"], **{k: best.get(k) for k in pick}},
+        "median_epoch_seconds": statistics.median(timed),
+        "first_epoch_seconds": history[0]["epoch_seconds"],
+        "config": to_dict(config),
+    }
+
+
+def run(config: Config, out_dir: str | Path, procs: int = 1, threads: int = 1) -> dict:
+    """Train ``config`` with PyG-Temporal + DDP on ``procs`` CPU processes; returns the summary."""
+    import torch.multiprocessing as mp
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    dump_config(config, out / "config.yaml")
+    args = (procs, config, str(out), _free_port(), threads)
+    if procs == 1:
+        _worker(0, *args)
+    else:
+        mp.spawn(_worker, args=args, nprocs=procs, join=True)
+    return json.loads((out / "summary.json").read_text())
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--config", default=None, help="our YAML config (default: the embedded default)")
+    p.add_argument("--out", required=True, help="run directory (metrics.jsonl, summary.json)")
+    p.add_argument("--procs", type=int, default=2, help="DDP processes (gloo)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads per process")
+    p.add_argument("overrides", nargs="*", help="key=value config overrides")
+    a = p.parse_args(argv)
+    config = load_config(a.config, a.overrides)
+    summary = run(config, a.out, a.procs, a.threads)
+    print(json.dumps({k: summary[k] for k in ("best", "median_epoch_seconds")}), file=sys.stderr)
+    return 0

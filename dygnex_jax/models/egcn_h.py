@@ -1,0 +1,102 @@
+"""EvolveGCN-H (Pareja et al., AAAI 2020; PyG-Temporal's ``EvolveGCNH``): the GCN weights of every layer are
+the hidden state of a GRU whose input is the top-k pooled node embeddings of the layer's input.
+
+Per layer and time offset: ``y = tanh(X p / |p|)``; the k nodes of highest score (k = the layer's input
+width, PyG-Temporal's ``ratio = in_channels / num_nodes``), in descending score order, give
+``X~ = X[top] * y[top]`` [k, in]; ``Q' = GRU(X~, Q)`` with ``torch.nn.GRU``'s gates over the rows of
+Q [in, out]; ``H = GCN(X, Q')``. ReLU after every layer (the paper: RReLU).
+
+Pooling is per window: each packed window slot evolves its own weights (``[K+1, in, out]``, slot K for
+the padding nodes), and the node matmul is a ``ragged_dot`` over the window-contiguous nodes. A window's
+background node stands for ``node_count`` inactive nodes, all with the same embedding, and fills that
+many top-k slots, so the pooled rows are those of the full graph. The weights restart from the learned
+initial matrices in every window (EvolveGCN's protocol; PyG-Temporal keeps them across calls).
+"""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from .layers import GRUCell, gcn_aggregate, node_inputs, scan_steps
+
+
+def window_topk(
+    x: jax.Array, score: jax.Array, node_window: jax.Array, node_count: jax.Array, num_slots: int, k: int
+) -> jax.Array:
+    """Top-k pooled rows per window slot, a node counted ``node_count`` times.
+
+    Args: x [N, F]; score [N] (already squashed); node_window [N] slot of every node (0..num_slots-1);
+      node_count [N] int multiplicities. Returns [num_slots, k, F]: ``x * score`` of the k highest-scoring
+      nodes of every slot in descending score order, zero rows where a slot has fewer than k nodes.
+    """
+    n = x.shape[0]
+    order = jnp.lexsort((-score, node_window))  # by slot, then descending score (stable)
+    cum = jnp.cumsum(node_count[order])  # inclusive running count in that order
+    totals = jax.ops.segment_sum(node_count, node_window, num_segments=num_slots)
+    start = jnp.cumsum(totals) - totals
+    ranks = jnp.arange(k)
+    pos = jnp.searchsorted(cum, start[:, None] + ranks[None, :], side="right")  # [slots, k]
+    idx = order[jnp.minimum(pos, n - 1)]
+    rows = x[idx] * score[idx][..., None]
+    return jnp.where((ranks[None, :] < totals[:, None])[..., None], rows, 0.0)
+
+
+def _uniform(bound: float):
+    return lambda key, shape, dtype=jnp.float32: jax.random.uniform(key, shape, dtype, -bound, bound)
+
+
+class _Step(nn.Module):
+    dims: tuple[int, ...]
+
+    @nn.compact
+    def __call__(self, carry, xs):
+        weights, _ = carry
+        h, senders, receivers, edge_mask, node_window, node_count, window_sizes = xs
+        slots = window_sizes.shape[0]
+        new_weights = []
+        for i, w in enumerate(weights):
+            fan_in = self.dims[i]
+            p = self.param(f"pool_{i}", _uniform(fan_in**-0.5), (fan_in,))  # PyG's TopKPooling init
+            score = jnp.tanh(h @ p / jnp.linalg.norm(p))
+            pooled = window_topk(h, score, node_window, node_count, slots, fan_in)  # [S, in, in]
+            w = GRUCell(self.dims[i + 1], name=f"evolve_{i}")(pooled, w)  # [S, in, out]
+            new_weights.append(w)
+            hw = jax.lax.ragged_dot(h, w, window_sizes)
+            h = jax.nn.relu(gcn_aggregate(hw, senders, receivers, edge_mask))
+        return (tuple(new_weights), h), None
+
+
+class EvolveGCNH(nn.Module):
+    """Encoder: packed batch -> node embeddings [N, hidden] at the last history snapshot."""
+
+    num_features: int
+    hidden: int
+    layers: int = 2
+
+    @nn.compact
+    def __call__(self, batch: dict) -> jax.Array:
+        dims = (self.num_features,) + (self.hidden,) * self.layers
+        n = batch["node_window"].shape[0]
+        slots = batch["window_sizes"].shape[0]
+        init = nn.initializers.glorot_uniform()
+        weights = tuple(
+            jnp.broadcast_to(
+                self.param(f"gcn_{i}", init, (dims[i], dims[i + 1])), (slots, dims[i], dims[i + 1])
+            )
+            for i in range(self.layers)
+        )
+        w_len = batch["senders"].shape[0]
+        per_tau = lambda a: jnp.broadcast_to(a, (w_len, *a.shape))  # noqa: E731
+        xs = (
+            node_inputs(batch, self.num_features),
+            batch["senders"],
+            batch["receivers"],
+            batch["edge_mask"],
+            per_tau(batch["node_window"]),
+            per_tau(batch["node_count"]),
+            per_tau(batch["window_sizes"]),
+        )
+        (_, h), _ = scan_steps(_Step, dims=dims)((weights, jnp.zeros((n, self.hidden))), xs)
+        return h

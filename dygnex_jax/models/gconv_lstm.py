@@ -1,0 +1,80 @@
+"""GConvLSTM (Seo et al., 2018, GCRN's LSTM; PyG-Temporal's ``GConvLSTM``): an LSTM with peepholes whose
+gates are Chebyshev graph convolutions (order ``model.cheb_k``) of the input and of the hidden state.
+
+``I = sig(Cheb(X) + Cheb(H) + w_i * C + b_i)``, ``F = sig(Cheb(X) + Cheb(H) + w_f * C + b_f)``,
+``C' = F C + I tanh(Cheb(X) + Cheb(H) + b_c)``, ``O = sig(Cheb(X) + Cheb(H) + w_o * C' + b_o)``,
+``H' = O tanh(C')``. States start at zero in every window; stacked cells read the previous cell's H'.
+"""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from .layers import ChebConv, node_inputs, scan_steps
+
+
+class GConvLSTMCell(nn.Module):
+    """One step: ``(x [N, F], (h, c) [N, H] each, edges) -> (h', c')``."""
+
+    hidden: int
+    k: int = 2
+
+    @nn.compact
+    def __call__(self, x, state, edges):
+        h, c = state
+        glorot = nn.initializers.glorot_uniform()
+
+        def conv(gate):
+            return ChebConv(self.hidden, self.k, name=f"x_{gate}")(x, edges) + ChebConv(
+                self.hidden, self.k, name=f"h_{gate}"
+            )(h, edges)
+
+        def peep(gate):
+            return self.param(f"w_c_{gate}", glorot, (1, self.hidden))[0]
+
+        def bias(gate):
+            return self.param(f"b_{gate}", nn.initializers.zeros, (self.hidden,))
+
+        i = jax.nn.sigmoid(conv("i") + peep("i") * c + bias("i"))
+        f = jax.nn.sigmoid(conv("f") + peep("f") * c + bias("f"))
+        c = f * c + i * jnp.tanh(conv("c") + bias("c"))
+        o = jax.nn.sigmoid(conv("o") + peep("o") * c + bias("o"))
+        return o * jnp.tanh(c), c
+
+
+class _Step(nn.Module):
+    hidden: int
+    layers: int
+    k: int
+
+    @nn.compact
+    def __call__(self, states, xs):
+        x, senders, receivers, edge_mask = xs
+        new = []
+        for i, state in enumerate(states):
+            h, c = GConvLSTMCell(self.hidden, self.k, name=f"cell_{i}")(
+                x, state, (senders, receivers, edge_mask)
+            )
+            new.append((h, c))
+            x = h
+        return tuple(new), None
+
+
+class GConvLSTM(nn.Module):
+    """Encoder: packed batch -> node embeddings [N, hidden] (last cell's H at the last history snapshot)."""
+
+    num_features: int
+    hidden: int
+    layers: int = 1
+    cheb_k: int = 2
+
+    @nn.compact
+    def __call__(self, batch: dict) -> jax.Array:
+        n = batch["node_window"].shape[0]
+        zeros = jnp.zeros((n, self.hidden))
+        states = tuple((zeros, zeros) for _ in range(self.layers))
+        xs = (node_inputs(batch, self.num_features), batch["senders"], batch["receivers"], batch["edge_mask"])
+        states, _ = scan_steps(_Step, hidden=self.hidden, layers=self.layers, k=self.cheb_k)(states, xs)
+        return states[-1][0]

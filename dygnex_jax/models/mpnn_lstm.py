@@ -1,0 +1,81 @@
+"""MPNN-LSTM (Panagopoulos et al., AAAI 2021; PyG-Temporal's ``MPNNLSTM``): two GCN layers embed every
+snapshot of the window, their outputs are batch-normalised over the whole window and read by two stacked
+LSTMs over time.
+
+``H1_t = BN1(ReLU(GCN1(X_t)))``, ``H2_t = BN2(ReLU(GCN2(H1_t)))``, ``LSTM1`` over ``[H1_t, H2_t]``,
+``LSTM2`` over LSTM1's outputs; output ``[h1_W, h2_W, S]`` of width ``2 hidden + F + W - 1`` where S is the
+first snapshot's features followed by the last feature of every later snapshot (PyG-Temporal's skip).
+
+By design: batch-norm statistics are those of each window (every node of every snapshot, a background node
+counted ``node_count`` times), in training and in evaluation alike, as one PyG-Temporal forward call in
+training mode computes them; there are no running averages, so windows stay independent samples and a
+packed step equals its windows run one by one. No dropout (PyG-Temporal's ``dropout=0``).
+"""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from .layers import LSTMCell, gcn_aggregate, node_inputs, scan_steps
+
+
+class WindowBatchNorm(nn.Module):
+    """Batch norm of [W, N, H] with statistics per window slot over time and nodes, nodes weighted by
+    ``node_count`` (biased variance, eps 1e-5, as ``torch.nn.BatchNorm1d`` in training mode)."""
+
+    eps: float = 1e-5
+
+    @nn.compact
+    def __call__(self, h, node_window, node_count, num_slots: int):
+        w = node_count.astype(h.dtype)
+        steps = h.shape[0]
+        seg = lambda v: jax.ops.segment_sum(v, node_window, num_segments=num_slots)  # noqa: E731
+        total = seg(w) * steps  # [S]
+        mean = seg(jnp.einsum("n,tnh->nh", w, h)) / jnp.maximum(total, 1.0)[:, None]  # [S, H]
+        centred = h - mean[node_window][None]
+        var = seg(jnp.einsum("n,tnh->nh", w, centred * centred)) / jnp.maximum(total, 1.0)[:, None]
+        scale = self.param("scale", nn.initializers.ones, (h.shape[-1],))
+        bias = self.param("bias", nn.initializers.zeros, (h.shape[-1],))
+        return centred * jax.lax.rsqrt(var[node_window] + self.eps)[None] * scale + bias
+
+
+class _LSTMs(nn.Module):
+    hidden: int
+
+    @nn.compact
+    def __call__(self, carry, r):
+        (h1, c1), (h2, c2) = carry
+        h1, c1 = LSTMCell(self.hidden, name="lstm_1")(r, h1, c1)
+        h2, c2 = LSTMCell(self.hidden, name="lstm_2")(h1, h2, c2)
+        return ((h1, c1), (h2, c2)), None
+
+
+class MPNNLSTM(nn.Module):
+    """Encoder: packed batch -> node embeddings [N, 2 hidden + F + W - 1]."""
+
+    num_features: int
+    hidden: int
+
+    @nn.compact
+    def __call__(self, batch: dict) -> jax.Array:
+        x = node_inputs(batch, self.num_features)  # [W, N, F]
+        edges = (batch["senders"], batch["receivers"], batch["edge_mask"])
+        node_window, node_count = batch["node_window"], batch["node_count"]
+        slots = batch["window_sizes"].shape[0]
+        conv = jax.vmap(gcn_aggregate)  # over time offsets
+
+        def gcn(name, v):
+            out = conv(nn.Dense(self.hidden, use_bias=False, name=f"{name}_lin")(v), *edges)
+            return jax.nn.relu(out + self.param(f"{name}_bias", nn.initializers.zeros, (self.hidden,)))
+
+        h1 = WindowBatchNorm(name="bn_1")(gcn("conv_1", x), node_window, node_count, slots)
+        h2 = WindowBatchNorm(name="bn_2")(gcn("conv_2", h1), node_window, node_count, slots)
+        n = x.shape[1]
+        zeros = jnp.zeros((n, self.hidden))
+        ((h1_last, _), (h2_last, _)), _ = scan_steps(_LSTMs, hidden=self.hidden)(
+            ((zeros, zeros), (zeros, zeros)), jnp.concatenate([h1, h2], axis=-1)
+        )
+        skip = jnp.concatenate([x[0], x[1:, :, -1].T], axis=-1)  # [N, F + W - 1]
+        return jnp.concatenate([h1_last, h2_last, skip], axis=-1)

@@ -1,0 +1,391 @@
+"""Parity with PyTorch Geometric Temporal: every encoder equals its PyG-T twin on the same windows.
+
+Each test builds the PyG-Temporal layer(s) with fixed random weights, copies those weights into our Flax
+encoder, runs the same windows (two windows packed on one device with padding on our side; one call
+sequence per window, state reset between windows, on the PyG-T side) and checks the embeddings and the
+gradient of a fixed random projection of them w.r.t. every parameter to 1e-5 in float32.
+
+Semantics fixed on the PyG-T side to ours (README, Models): the recurrent state (evolved weights, hidden
+states) restarts in every window (``reinitialize_weight`` / ``H=None``); stacked layers feed the next one
+the new state of the same time offset; EvolveGCN layers are followed by ReLU; MPNN-LSTM runs in training
+mode (per-window batch statistics) with dropout 0. GCN-GRU has no PyG-T layer: its twin is PyG's
+``GCNConv`` stack followed by ``torch.nn.GRUCell``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+# A guard for local users without the torch extra; CI (CI=true) installs it, and there a missing
+# package is an error, not a skip.
+if not os.environ.get("CI"):
+    for _mod in ("torch", "torch_geometric", "torch_geometric_temporal"):
+        if importlib.util.find_spec(_mod) is None:
+            pytest.skip(
+                f"{_mod} is not installed: pip install -r requirements-torch.txt (see README)",
+                allow_module_level=True,
+            )
+import torch  # noqa: E402
+
+from dygnex_jax.baselines.pyg_compat import recurrent  # noqa: E402
+from dygnex_jax.config import ModelConfig  # noqa: E402
+from dygnex_jax.data.windows import LocalWindow  # noqa: E402
+from dygnex_jax.graphs import Budget, DeviceWork, pack_device  # noqa: E402
+from dygnex_jax.models import ENCODERS  # noqa: E402
+
+N, W = 40, 4  # nodes per window, time offsets
+TOL = 1e-5
+torch.set_default_dtype(torch.float32)
+
+
+# --- windows -------------------------------------------------------------------------------------
+
+
+def make_window(seed: int, num_features: int) -> LocalWindow:
+    """A directed random window on N nodes (all active, no self-loops), sizes varying over time."""
+    rng = np.random.default_rng(seed)
+    edges = []
+    for _ in range(W):
+        m = int(rng.integers(30, 120))
+        e = rng.integers(0, N, size=(m, 2))
+        edges.append(np.unique(e[e[:, 0] != e[:, 1]], axis=0).astype(np.int32))
+    feat = np.zeros((W, N + 1), np.int32)
+    feat[:, :N] = rng.integers(0, num_features, size=(W, N))
+    empty = np.zeros((0, 2), np.int32)
+    return LocalWindow(seed, W, np.arange(N), edges, feat, empty, np.zeros(0, np.int64), inactive=0)
+
+
+def packed_batch(wins: list[LocalWindow]) -> dict:
+    """Our side: the windows packed on one device with generous padding (window j at node j*(N+1))."""
+    work = DeviceWork(wins, [np.zeros((0, 2), np.int32)] * len(wins), [np.zeros(0, np.int32)] * len(wins))
+    budget = Budget(nodes=len(wins) * (N + 1) + 13, edges=2 * 120 + 17, pairs=8, windows=len(wins) + 1)
+    return {k: jnp.asarray(v) for k, v in pack_device(work, budget, W).items()}
+
+
+def torch_inputs(win: LocalWindow, num_features: int):
+    xs = [
+        torch.nn.functional.one_hot(torch.as_tensor(win.feat[t, :N], dtype=torch.long), num_features).float()
+        for t in range(W)
+    ]
+    es = [torch.as_tensor(e.T.astype(np.int64)) for e in win.edges]
+    return xs, es
+
+
+# --- PyG-T sides with our window semantics ---------------------------------------------------------
+
+
+class RecurrentStack(torch.nn.Module):
+    """Stacked PyG-T cells; cell l reads cell l-1's new hidden state; states restart per call."""
+
+    def __init__(self, cells, lstm: bool):
+        super().__init__()
+        self.cells, self.lstm = torch.nn.ModuleList(cells), lstm
+
+    def forward(self, xs, es):
+        states = [None] * len(self.cells)
+        for x, e in zip(xs, es):
+            for i, cell in enumerate(self.cells):
+                if self.lstm:
+                    h, c = cell(
+                        x,
+                        e,
+                        H=None if states[i] is None else states[i][0],
+                        C=None if states[i] is None else states[i][1],
+                    )
+                    states[i] = (h, c)
+                else:
+                    h = cell(x, e, H=states[i])
+                    states[i] = h
+                x = h
+        return x
+
+
+class EvolveStack(torch.nn.Module):
+    """Stacked EvolveGCN layers with ReLU; evolved weights restart in every window."""
+
+    def __init__(self, layers):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(layers)
+
+    def forward(self, xs, es):
+        for layer in self.layers:
+            layer.reinitialize_weight()
+        for x, e in zip(xs, es):
+            for layer in self.layers:
+                x = torch.relu(layer(x, e))
+        return x
+
+
+class GCNGRUTwin(torch.nn.Module):
+    def __init__(self, f, h, layers):
+        super().__init__()
+        from torch_geometric.nn import GCNConv
+
+        self.convs = torch.nn.ModuleList([GCNConv(f if i == 0 else h, h) for i in range(layers)])
+        self.gru = torch.nn.GRUCell(h, h)
+
+    def forward(self, xs, es):
+        h = None
+        for x, e in zip(xs, es):
+            for conv in self.convs:
+                x = torch.relu(conv(x, e))
+            h = self.gru(x, h)
+        return h
+
+
+class MPNNTwin(torch.nn.Module):
+    def __init__(self, f, h):
+        super().__init__()
+        self.inner = recurrent().MPNNLSTM(f, h, num_nodes=N, window=W, dropout=0.0)
+        self.inner.train()
+
+    def forward(self, xs, es):
+        x = torch.cat(xs)  # [W*N, F], time-major, as PyG-T's MPNNLSTM reads it
+        e = torch.cat([ei + t * N for t, ei in enumerate(es)], dim=1)  # one block per time offset
+        return self.inner(x, e, None)
+
+
+# --- weight maps: torch name -> our Flax params ------------------------------------------------------
+
+
+def dense(t, prefix, bias=True):
+    out = {"kernel": t[f"{prefix}.weight"].T}
+    if bias:
+        out["bias"] = t[f"{prefix}.bias"]
+    return out
+
+
+def cheb(t, prefix, k):
+    return {
+        **{f"lin_{i}": {"kernel": t[f"{prefix}.lins.{i}.weight"].T} for i in range(k)},
+        "bias": t[f"{prefix}.bias"],
+    }
+
+
+def gru(t, prefix, suffix=""):
+    return {
+        "ih": {"kernel": t[f"{prefix}.weight_ih{suffix}"].T, "bias": t[f"{prefix}.bias_ih{suffix}"]},
+        "hh": {"kernel": t[f"{prefix}.weight_hh{suffix}"].T, "bias": t[f"{prefix}.bias_hh{suffix}"]},
+    }
+
+
+def map_gcrn_gru(t, layers, k):
+    cells = {
+        f"cell_{i}": {f"{s}_{g}": cheb(t, f"cells.{i}.conv_{s}_{g}", k) for s in "xh" for g in "zrh"}
+        for i in range(layers)
+    }
+    return {"step": cells}
+
+
+def map_gconv_lstm(t, layers, k):
+    cells = {}
+    for i in range(layers):
+        c = {f"{s}_{g}": cheb(t, f"cells.{i}.conv_{s}_{g}", k) for s in "xh" for g in "ifco"}
+        c.update({f"w_c_{g}": t[f"cells.{i}.w_c_{g}"] for g in "ifo"})
+        c.update({f"b_{g}": t[f"cells.{i}.b_{g}"][0] for g in "ifco"})
+        cells[f"cell_{i}"] = c
+    return {"step": cells}
+
+
+def map_gc_lstm(t, layers, k):
+    cells = {}
+    for i in range(layers):
+        c = {f"conv_{g}": cheb(t, f"cells.{i}.conv_{g}", k) for g in "ifco"}
+        c.update({f"W_{g}": t[f"cells.{i}.W_{g}"] for g in "ifco"})
+        c.update({f"b_{g}": t[f"cells.{i}.b_{g}"][0] for g in "ifco"})
+        cells[f"cell_{i}"] = c
+    return {"step": cells}
+
+
+def map_tgcn(t, layers, k):
+    cells = {}
+    for i in range(layers):
+        c = {}
+        for g in "zrh":
+            c[f"conv_{g}"] = {
+                "lin": {"kernel": t[f"cells.{i}.conv_{g}.lin.weight"].T},
+                "bias": t[f"cells.{i}.conv_{g}.bias"],
+            }
+            c[f"linear_{g}"] = dense(t, f"cells.{i}.linear_{g}")
+        cells[f"cell_{i}"] = c
+    return {"step": cells}
+
+
+def map_egcn(t, layers, pool):
+    out = {f"gcn_{i}": t[f"layers.{i}.initial_weight"][0] for i in range(layers)}
+    step = {f"evolve_{i}": gru(t, f"layers.{i}.recurrent_layer", "_l0") for i in range(layers)}
+    if pool:
+        step.update({f"pool_{i}": t[f"layers.{i}.pooling_layer.select.weight"][0] for i in range(layers)})
+    out["step"] = step
+    return out
+
+
+def map_gcn_gru(t, layers, k):
+    out = {
+        f"gcn_{i}": {"lin": {"kernel": t[f"convs.{i}.lin.weight"].T}, "bias": t[f"convs.{i}.bias"]}
+        for i in range(layers)
+    }
+    return {"step": {**out, "gru": gru(t, "gru")}}
+
+
+def map_mpnn_lstm(t, layers, k):
+    out = {}
+    for i in (1, 2):
+        out[f"conv_{i}_lin"] = {"kernel": t[f"inner._convolution_{i}.lin.weight"].T}
+        out[f"conv_{i}_bias"] = t[f"inner._convolution_{i}.bias"]
+        out[f"bn_{i}"] = {
+            "scale": t[f"inner._batch_norm_{i}.weight"],
+            "bias": t[f"inner._batch_norm_{i}.bias"],
+        }
+    out["step"] = {f"lstm_{i}": gru(t, f"inner._recurrent_{i}", "_l0") for i in (1, 2)}
+    return out
+
+
+# --- cases -----------------------------------------------------------------------------------------
+
+F, H, K, LAYERS = 6, 8, 3, 2  # Chebyshev order 3 to exercise the T_k recursion
+
+
+def build(name):
+    """(torch module, weight map, our ModelConfig, num_features) for a model name."""
+    rec = recurrent()
+    if name == "gcrn_gru":
+        mod = RecurrentStack([rec.GConvGRU(F if i == 0 else H, H, K) for i in range(LAYERS)], lstm=False)
+        return mod, lambda t: map_gcrn_gru(t, LAYERS, K), ModelConfig(name, H, LAYERS, K), F
+    if name == "gconv_lstm":
+        mod = RecurrentStack([rec.GConvLSTM(F if i == 0 else H, H, K) for i in range(LAYERS)], lstm=True)
+        return mod, lambda t: map_gconv_lstm(t, LAYERS, K), ModelConfig(name, H, LAYERS, K), F
+    if name == "gc_lstm":
+        mod = RecurrentStack([rec.GCLSTM(F if i == 0 else H, H, K) for i in range(LAYERS)], lstm=True)
+        return mod, lambda t: map_gc_lstm(t, LAYERS, K), ModelConfig(name, H, LAYERS, K), F
+    if name == "tgcn":
+        mod = RecurrentStack([rec.TGCN(F if i == 0 else H, H) for i in range(LAYERS)], lstm=False)
+        return mod, lambda t: map_tgcn(t, LAYERS, K), ModelConfig(name, H, LAYERS), F
+    if name == "egcn_o":  # PyG-T's layer is square: input width = hidden
+        mod = EvolveStack([rec.EvolveGCNO(H) for _ in range(LAYERS)])
+        return mod, lambda t: map_egcn(t, LAYERS, pool=False), ModelConfig(name, H, LAYERS), H
+    if name == "egcn_h":
+        mod = EvolveStack([rec.EvolveGCNH(N, H) for _ in range(LAYERS)])
+        return mod, lambda t: map_egcn(t, LAYERS, pool=True), ModelConfig(name, H, LAYERS), H
+    if name == "gcn_gru":
+        return GCNGRUTwin(F, H, LAYERS), lambda t: map_gcn_gru(t, LAYERS, K), ModelConfig(name, H, LAYERS), F
+    if name == "mpnn_lstm":
+        return MPNNTwin(F, H), lambda t: map_mpnn_lstm(t, LAYERS, K), ModelConfig(name, H), F
+    raise KeyError(name)
+
+
+MODELS = ["egcn_o", "egcn_h", "gcrn_gru", "gconv_lstm", "gc_lstm", "tgcn", "gcn_gru", "mpnn_lstm"]
+
+
+def test_every_registered_model_has_a_parity_case():
+    assert sorted(ENCODERS) == sorted(MODELS)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_parity_with_pyg_temporal(name):
+    torch.manual_seed(0)
+    mod, to_flax, cfg, f = build(name)
+    with torch.no_grad():  # PyG-T zero-initialises biases; random ones make the check meaningful
+        for p in mod.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    wins = [make_window(1, f), make_window(2, f)]
+    batch = packed_batch(wins)
+
+    # PyG-T: one window at a time, state restarted
+    outs = [mod(*torch_inputs(w, f)) for w in wins]
+    rng = np.random.default_rng(3)
+    proj = [rng.standard_normal(o.shape).astype(np.float32) for o in outs]
+    loss = sum((o * torch.as_tensor(r)).sum() for o, r in zip(outs, proj))
+    mod.zero_grad()
+    loss.backward()
+    named = dict(mod.named_parameters())
+    values = to_flax({k: v.detach().numpy() for k, v in named.items()})
+    grads_ref = to_flax(
+        {k: v.grad.numpy() if v.grad is not None else np.zeros(v.shape, np.float32) for k, v in named.items()}
+    )
+
+    # ours: the same weights, both windows packed with padding
+    encoder = ENCODERS[name](cfg, f)
+    init = encoder.init(jax.random.key(0), batch)["params"]
+    assert jax.tree.structure(init) == jax.tree.structure(values), "every parameter is mapped"
+    for a, b in zip(jax.tree.leaves(init), jax.tree.leaves(values)):
+        assert a.shape == b.shape
+    params = {"params": jax.tree.map(jnp.asarray, values)}
+    offsets = [j * (N + 1) for j in range(len(wins))]
+    emb = encoder.apply(params, batch)
+    for o, off in zip(outs, offsets):
+        np.testing.assert_allclose(np.asarray(emb[off : off + N]), o.detach().numpy(), rtol=TOL, atol=TOL)
+
+    def our_loss(p):
+        e = encoder.apply(p, batch)
+        return sum(jnp.sum(e[off : off + N] * r) for off, r in zip(offsets, proj))
+
+    grads = jax.grad(our_loss)(params)["params"]
+    for (path, g), r in zip(jax.tree_util.tree_leaves_with_path(grads), jax.tree.leaves(grads_ref)):
+        np.testing.assert_allclose(np.asarray(g), r, rtol=TOL, atol=TOL, err_msg=jax.tree_util.keystr(path))
+
+
+def test_torch_runner_loss_equals_the_trainer_loss():
+    """The baseline runner sees the same windows, negatives and class weights as our trainer: with the
+    same weights, one step's weighted loss sum and weight sum agree."""
+    from dygnex_jax.baselines.torch_runner import Runner
+    from dygnex_jax.config import load_config
+    from dygnex_jax.train import Trainer, make_loss_fn
+
+    cfg = load_config(
+        None,
+        [
+            "data.syn_nodes=120",
+            "data.syn_snapshots=16",
+            "data.syn_edges=150",
+            "data.window=4",
+            "data.neg_mult=2",
+        ]
+        + [
+            "model.name=gcrn_gru",
+            "model.hidden=8",
+            "model.head_hidden=8",
+            "model.cheb_k=3",
+            "parallel.devices=1",
+        ],
+    )
+    torch.manual_seed(0)
+    runner = Runner(cfg, rank=0, world=1)
+    tr = Trainer(cfg)
+    named = {k: v.detach().numpy() for k, v in runner.model.named_parameters()}
+    enc = map_gcrn_gru({k[len("encoder.") :]: v for k, v in named.items() if k.startswith("encoder.")}, 2, 3)
+    head = {"hidden": dense(named, "head.hidden"), "out": dense(named, "head.out")}
+    params = {"params": {"encoder": enc, "head": head}}
+    assert jax.tree.structure(params) == jax.tree.structure(jax.device_get(tr.params))
+    ids = [0, 1, 2, 3]
+    num_t, den_t = runner.forward(runner.windows.splits["train"][ids], epoch=1)
+    batch, _, _ = tr.pack([ids], "train", epoch=1)
+    num_j, den_j = make_loss_fn(tr.model)(params, {k: jnp.asarray(v[0]) for k, v in batch.items()})
+    np.testing.assert_allclose(float(den_j), float(den_t), rtol=1e-6)
+    np.testing.assert_allclose(float(num_j), float(num_t.detach()), rtol=1e-5)
+
+
+@pytest.mark.slow  # two spawned DDP processes, each importing torch and building the data
+def test_torch_baseline_tool_writes_the_trainers_files(tmp_path):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    out = tmp_path / "run"
+    cmd = [sys.executable, "tools/torch_baseline.py", "--config", "configs/smoke.yaml", "--procs", "2"]
+    cmd += ["--out", str(out), "model.name=tgcn", "train.epochs=2"]
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+    proc = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in rows] == [1, 2] and all(np.isfinite(r["loss"]) for r in rows)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["devices"] == 2 and summary["model"] == "tgcn" and np.isfinite(summary["final"]["val_map"])
