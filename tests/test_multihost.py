@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import assert_one_line_error
 
 from dygnex_jax import distributed
 from dygnex_jax.errors import UserError
@@ -116,14 +117,6 @@ def run_train(*args, timeout=60):
         text=True,
         timeout=timeout,
     )
-
-
-def assert_one_line_error(proc, *fragments):
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
-    for f in fragments:
-        assert f in lines[0], lines[0]
 
 
 def test_unreachable_coordinator_is_a_one_line_error(tmp_path):

@@ -34,6 +34,8 @@ if not os.environ.get("CI"):
 import torch  # noqa: E402
 
 from dygnex_jax.baselines.pyg_compat import recurrent  # noqa: E402
+from dygnex_jax.baselines.torch_models import GCNGRU as GCNGRUTwin  # noqa: E402
+from dygnex_jax.baselines.torch_models import EvolveStack, RecurrentStack  # noqa: E402
 from dygnex_jax.config import ModelConfig  # noqa: E402
 from dygnex_jax.data.windows import LocalWindow  # noqa: E402
 from dygnex_jax.graphs import Budget, DeviceWork, pack_device  # noqa: E402
@@ -78,65 +80,6 @@ def torch_inputs(win: LocalWindow, num_features: int):
 
 
 # --- PyG-T sides with our window semantics ---------------------------------------------------------
-
-
-class RecurrentStack(torch.nn.Module):
-    """Stacked PyG-T cells; cell l reads cell l-1's new hidden state; states restart per call."""
-
-    def __init__(self, cells, lstm: bool):
-        super().__init__()
-        self.cells, self.lstm = torch.nn.ModuleList(cells), lstm
-
-    def forward(self, xs, es):
-        states = [None] * len(self.cells)
-        for x, e in zip(xs, es):
-            for i, cell in enumerate(self.cells):
-                if self.lstm:
-                    h, c = cell(
-                        x,
-                        e,
-                        H=None if states[i] is None else states[i][0],
-                        C=None if states[i] is None else states[i][1],
-                    )
-                    states[i] = (h, c)
-                else:
-                    h = cell(x, e, H=states[i])
-                    states[i] = h
-                x = h
-        return x
-
-
-class EvolveStack(torch.nn.Module):
-    """Stacked EvolveGCN layers with ReLU; evolved weights restart in every window."""
-
-    def __init__(self, layers):
-        super().__init__()
-        self.layers = torch.nn.ModuleList(layers)
-
-    def forward(self, xs, es):
-        for layer in self.layers:
-            layer.reinitialize_weight()
-        for x, e in zip(xs, es):
-            for layer in self.layers:
-                x = torch.relu(layer(x, e))
-        return x
-
-
-class GCNGRUTwin(torch.nn.Module):
-    def __init__(self, f, h, layers):
-        super().__init__()
-        from torch_geometric.nn import GCNConv
-
-        self.convs = torch.nn.ModuleList([GCNConv(f if i == 0 else h, h) for i in range(layers)])
-        self.gru = torch.nn.GRUCell(h, h)
-
-    def forward(self, xs, es):
-        h = None
-        for x, e in zip(xs, es):
-            for conv in self.convs:
-                x = torch.relu(conv(x, e))
-            h = self.gru(x, h)
-        return h
 
 
 class MPNNTwin(torch.nn.Module):

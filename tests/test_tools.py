@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import assert_one_line_error
 
 REPO = Path(__file__).resolve().parents[1]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -22,14 +23,6 @@ def run_tool(script, *args, timeout=300):
         text=True,
         timeout=timeout,
     )
-
-
-def assert_one_line_error(proc, *fragments):
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
-    for f in fragments:
-        assert f in lines[0], lines[0]
 
 
 def test_sweep_schedule_only(tmp_path):

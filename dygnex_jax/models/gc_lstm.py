@@ -12,7 +12,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from .layers import ChebConv, node_inputs, scan_steps
+from .layers import ChebConv, GraphLSTMEncoder
 
 
 class GCLSTMCell(nn.Module):
@@ -38,37 +38,7 @@ class GCLSTMCell(nn.Module):
         return o * jnp.tanh(c), c
 
 
-class _Step(nn.Module):
-    hidden: int
-    layers: int
-    k: int
-
-    @nn.compact
-    def __call__(self, states, xs):
-        x, senders, receivers, edge_mask = xs
-        new = []
-        for i, state in enumerate(states):
-            h, c = GCLSTMCell(self.hidden, self.k, name=f"cell_{i}")(
-                x, state, (senders, receivers, edge_mask)
-            )
-            new.append((h, c))
-            x = h
-        return tuple(new), None
-
-
-class GCLSTM(nn.Module):
+class GCLSTM(GraphLSTMEncoder):
     """Encoder: packed batch -> node embeddings [N, hidden] (last cell's H at the last history snapshot)."""
 
-    num_features: int
-    hidden: int
-    layers: int = 1
-    cheb_k: int = 2
-
-    @nn.compact
-    def __call__(self, batch: dict) -> jax.Array:
-        n = batch["node_window"].shape[0]
-        zeros = jnp.zeros((n, self.hidden))
-        states = tuple((zeros, zeros) for _ in range(self.layers))
-        xs = (node_inputs(batch, self.num_features), batch["senders"], batch["receivers"], batch["edge_mask"])
-        states, _ = scan_steps(_Step, hidden=self.hidden, layers=self.layers, k=self.cheb_k)(states, xs)
-        return states[-1][0]
+    cell = GCLSTMCell

@@ -149,3 +149,46 @@ class MatrixGRU(nn.Module):
         r = gate("reset", jax.nn.sigmoid, q, q)
         q_tilde = gate("candidate", jnp.tanh, q, r * q)
         return (1.0 - z) * q + z * q_tilde
+
+
+class _LSTMStackStep(nn.Module):
+    """One time offset of stacked graph-LSTM cells (``cell(hidden, k)``: ``(x, (h, c), edges) -> (h', c')``);
+    cell l reads cell l-1's new H."""
+
+    cell: type
+    hidden: int
+    layers: int
+    k: int
+
+    @nn.compact
+    def __call__(self, states, xs):
+        x, senders, receivers, edge_mask = xs
+        new = []
+        for i, state in enumerate(states):
+            h, c = self.cell(self.hidden, self.k, name=f"cell_{i}")(x, state, (senders, receivers, edge_mask))
+            new.append((h, c))
+            x = h
+        return tuple(new), None
+
+
+class GraphLSTMEncoder(nn.Module):
+    """Encoder of stacked graph-LSTM cells (the subclass sets ``cell``): packed batch -> node embeddings
+    [N, hidden], the last cell's H at the last history snapshot; states start at zero in every window."""
+
+    num_features: int
+    hidden: int
+    layers: int = 1
+    cheb_k: int = 2
+    cell = None  # a class attribute of the subclass, not a field
+
+    @nn.compact
+    def __call__(self, batch: dict) -> jax.Array:
+        n = batch["node_window"].shape[0]
+        zeros = jnp.zeros((n, self.hidden))
+        states = tuple((zeros, zeros) for _ in range(self.layers))
+        xs = (node_inputs(batch, self.num_features), batch["senders"], batch["receivers"], batch["edge_mask"])
+        step = scan_steps(
+            _LSTMStackStep, cell=self.cell, hidden=self.hidden, layers=self.layers, k=self.cheb_k
+        )
+        states, _ = step(states, xs)
+        return states[-1][0]
