@@ -112,7 +112,10 @@ def param_count(model: ModelConfig, num_features: int) -> int:
     head = 2 * h * hh + hh + hh * 2 + 2
     if model.name == "egcn_o":
         dims = [num_features] + [h] * layers
-        enc = sum(r * c + 3 * (2 * r * r + r * c) for r, c in zip(dims[:-1], dims[1:]))
+        if model.egcn_gru == "matrix":  # IBM's matrix GRU: W, U [r, r] and B [r, c] per gate
+            enc = sum(r * c + 3 * (2 * r * r + r * c) for r, c in zip(dims[:-1], dims[1:]))
+        else:  # PyG-T's rows form: torch.nn.GRU(c, c) over the rows, ih and hh [c, 3c] with biases
+            enc = sum(r * c + 6 * c * c + 6 * c for r, c in zip(dims[:-1], dims[1:]))
     elif model.name == "gcrn_gru":
         k = model.cheb_k
         enc = sum(3 * (k * x * h + h) + 3 * (k * h * h + h) for x in [num_features] + [h] * (layers - 1))

@@ -122,7 +122,7 @@ def test_scale_up_keeps_the_rows():
     assert np.array_equal(big.costs, sim.scale_up(inst, 500, seed=3).costs)  # deterministic
 
 
-@pytest.mark.parametrize("name", ["egcn_o", "gcrn_gru"])
+@pytest.mark.parametrize("name", ["egcn_o", "egcn_o/matrix", "gcrn_gru"])
 def test_param_count_matches_flax(name):
     import jax
     from conftest import make_toy_graph
@@ -130,8 +130,10 @@ def test_param_count_matches_flax(name):
     from dygnex_jax.models import create_model
     from dygnex_jax.train import Trainer
 
+    name, _, gru = name.partition("/")
+    extra = [f"model.egcn_gru={gru}"] if gru else []
     cfg = load_config(
-        None, [f"model.name={name}", "model.hidden=12", "model.head_hidden=10", "model.layers=2"]
+        None, [f"model.name={name}", "model.hidden=12", "model.head_hidden=10", "model.layers=2", *extra]
     )
     cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, window=4, max_degree=16))
     tr = Trainer(
