@@ -78,7 +78,10 @@ class TrainConfig:
 
 @dataclasses.dataclass
 class ScheduleConfig:
-    method: str = "dygnex_g"  # dygnex_g (greedy), dygnex_l (per-step MILP), psg (even split by count)
+    # dygnex_g (greedy), dygnex_l (per-step MILP), psg (even split by count); the communication-bound
+    # baselines snapshot (time ranges per device, pipelined) and vertex (node ranges per device) take
+    # psg's steps and run them with their partitioned step.
+    method: str = "dygnex_g"
     shuffle: bool = True  # psg: shuffle windows every epoch (else time order)
     jitter: float = 0.1  # cost-ordered methods: randomness kept in mini-batch composition
     alpha: float = 1.0  # padded-objective weight of max nodes per device
@@ -108,6 +111,10 @@ class ParallelConfig:
     # Run a step on an already-compiled larger budget when its padded work is at most this fraction
     # above the step's own bucket: fewer compilations for a little padding (0 = never).
     reuse_slack: float = 0.25
+    # schedule.method=snapshot: micro-batches per step flowing through the time pipeline (0 = P).
+    micro_batches: int = 0
+    # schedule.method=vertex: node ranges by "contiguous" count, or balanced by "degree" (1 + in-degree).
+    vertex_balance: str = "contiguous"
 
 
 @dataclasses.dataclass
@@ -262,6 +269,14 @@ def validate(config: Config) -> None:
         (
             config.parallel.bucket_ratio > 1,
             f"parallel.bucket_ratio must be > 1, got {config.parallel.bucket_ratio}",
+        ),
+        (
+            config.parallel.micro_batches >= 0,
+            f"parallel.micro_batches must be >= 0, got {config.parallel.micro_batches}",
+        ),
+        (
+            config.parallel.vertex_balance in ("contiguous", "degree"),
+            f"parallel.vertex_balance must be contiguous or degree, got {config.parallel.vertex_balance!r}",
         ),
         (
             config.parallel.min_bucket >= 1,

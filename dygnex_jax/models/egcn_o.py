@@ -4,6 +4,10 @@ The weights restart from the learned initial matrices in every window (the Evolv
 their evolution does not depend on the graph (the GRU reads the previous weights only), so all windows
 packed on a device share the weights of time offset tau: one matrix per layer per tau serves every
 window exactly. Node inputs: one-hot categories (degree buckets). Activation: ReLU (the paper: RReLU).
+
+The recurrence is exposed in pieces for snapshot partition (parallel.py pipelines it over devices):
+``initial_carry(n)`` (the learned initial weights), ``advance(carry, xs)`` over a slice of time offsets
+-> (evolved weights, embeddings at the slice's last valid offset); ``__call__`` = advance over all W.
 """
 
 from __future__ import annotations
@@ -12,23 +16,26 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from .layers import MatrixGRU, gcn_aggregate
+from .layers import LOCAL, Comm, MatrixGRU, gcn_aggregate
 
 
 class _Step(nn.Module):
     dims: tuple[int, ...]
+    comm: Comm = LOCAL
 
     @nn.compact
     def __call__(self, carry, xs):
-        weights, _ = carry
-        feat, senders, receivers, edge_mask = xs
+        weights, h_prev = carry
+        feat, senders, receivers, edge_mask, valid = xs
         new_weights = tuple(
             MatrixGRU(self.dims[i], self.dims[i + 1], name=f"evolve_{i}")(w) for i, w in enumerate(weights)
         )
         h = jax.nn.one_hot(feat, self.dims[0], dtype=jnp.float32)
         for w in new_weights:
-            h = jax.nn.relu(gcn_aggregate(h @ w, senders, receivers, edge_mask))
-        return (new_weights, h), None
+            h = jax.nn.relu(gcn_aggregate(h @ w, senders, receivers, edge_mask, self.comm))
+        # a padded (invalid) time offset leaves the carry as it was
+        keep = lambda new, old: jnp.where(valid, new, old)  # noqa: E731
+        return (jax.tree.map(keep, new_weights, weights), keep(h, h_prev)), None
 
 
 class EvolveGCNO(nn.Module):
@@ -37,14 +44,31 @@ class EvolveGCNO(nn.Module):
     num_features: int
     hidden: int
     layers: int = 2
+    comm: Comm = LOCAL  # vertex partition: how to reach other devices' nodes (identity by default)
 
-    @nn.compact
-    def __call__(self, batch: dict) -> jax.Array:
+    def setup(self):
         dims = (self.num_features,) + (self.hidden,) * self.layers
         init = nn.initializers.glorot_uniform()
-        weights = tuple(self.param(f"gcn_{i}", init, (dims[i], dims[i + 1])) for i in range(self.layers))
-        n = batch["feat"].shape[1]
+        self.initial_weights = tuple(
+            self.param(f"gcn_{i}", init, (dims[i], dims[i + 1])) for i in range(self.layers)
+        )
         scan = nn.scan(_Step, variable_broadcast="params", split_rngs={"params": False}, in_axes=0)
-        xs = (batch["feat"], batch["senders"], batch["receivers"], batch["edge_mask"])
-        (_, h), _ = scan(dims, name="step")((weights, jnp.zeros((n, self.hidden))), xs)
-        return h
+        self.step = scan(dims, self.comm)
+
+    def initial_carry(self, n: int):
+        """The carry at the start of a window: the learned initial GCN weights (``n`` is unused)."""
+        del n
+        return self.initial_weights
+
+    def advance(self, carry, xs: dict):
+        """Run the time offsets of ``xs`` (feat [T, N], senders/receivers/edge_mask [T, E], optional
+        valid [T]) from ``carry``. Returns (carry after them, [N, hidden] embeddings at the last valid
+        offset; zeros if none is valid)."""
+        n = xs["feat"].shape[1]
+        valid = xs.get("valid", jnp.ones(xs["feat"].shape[0], bool))
+        seq = (xs["feat"], xs["senders"], xs["receivers"], xs["edge_mask"], valid)
+        (weights, h), _ = self.step((carry, jnp.zeros((n, self.hidden))), seq)
+        return weights, h
+
+    def __call__(self, batch: dict) -> jax.Array:
+        return self.advance(self.initial_carry(batch["feat"].shape[1]), batch)[1]
