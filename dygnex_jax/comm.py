@@ -28,8 +28,8 @@ from __future__ import annotations
 import math
 
 import jax
-from jax.extend.core import ClosedJaxpr, Jaxpr
 import numpy as np
+from jax.extend.core import ClosedJaxpr, Jaxpr
 
 CATEGORIES = ("gradients", "states", "features")
 

@@ -242,7 +242,9 @@ class Trainer:
             ids = self.windows.splits["train"][np.concatenate(step).astype(np.int64)]
             work = self.device_work(ids, "train", epoch)
             edges = int(work.real_edges_per_tau().max(initial=0))
-            tight = Budget(work.real_nodes() + 1, max(edges, 1), max(work.real_pairs(), 1), c.train.batch_size)
+            tight = Budget(
+                work.real_nodes() + 1, max(edges, 1), max(work.real_pairs(), 1), c.train.batch_size
+            )
             packed = pack_device(work, tight, w, c.train.class_weights)
             batch, budget, real = partition.vertex_batch(
                 packed,
@@ -340,7 +342,11 @@ class Trainer:
             "budgets": len(budgets),
             **{f"comm_bytes_{k}" if k != "total" else "comm_bytes": v for k, v in comm.items()},
             **(
-                {"bubble_fraction": partition.bubble_fraction(self.micro_batches, self.n_devices, self.windows.window)}
+                {
+                    "bubble_fraction": partition.bubble_fraction(
+                        self.micro_batches, self.n_devices, self.windows.window
+                    )
+                }
                 if self.method == "snapshot"
                 else {}
             ),
@@ -537,7 +543,8 @@ def summarize_run(config: Config, trainer: Trainer, history: list[dict]) -> dict
         "mean_padding_efficiency": float(np.mean([r["padding_efficiency"] for r in history])),
         # bytes sent by collectives per training epoch (gradients, states, features), see comm.py
         "comm_bytes_per_epoch": {
-            k: float(np.mean([r[f"comm_bytes_{k}"] for r in history])) for k in ("gradients", "states", "features")
+            k: float(np.mean([r[f"comm_bytes_{k}"] for r in history]))
+            for k in ("gradients", "states", "features")
         }
         | {"total": float(np.mean([r["comm_bytes"] for r in history]))},
         "compilations": len(trainer.train_step.traces),

@@ -11,7 +11,6 @@ from conftest import make_toy_graph
 
 from dygnex_jax import parallel, partition
 from dygnex_jax.config import load_config
-from dygnex_jax.models import LinkPredictor
 from dygnex_jax.train import Trainer, make_loss_fn, train_and_evaluate
 
 SMALL = ["train.batch_size=8", "model.hidden=8", "model.head_hidden=8", "data.neg_mult=3"]
@@ -20,8 +19,14 @@ SMALL = ["train.batch_size=8", "model.hidden=8", "model.head_hidden=8", "data.ne
 def trainer(model, devices, method="psg", extra=(), graph=None):
     cfg = load_config(
         None,
-        [*SMALL, "data.window=4", f"model.name={model}", f"parallel.devices={devices}",
-         f"schedule.method={method}", *extra],
+        [
+            *SMALL,
+            "data.window=4",
+            f"model.name={model}",
+            f"parallel.devices={devices}",
+            f"schedule.method={method}",
+            *extra,
+        ],
     )
     return Trainer(cfg, graph=graph if graph is not None else make_toy_graph(num_nodes=60, num_snapshots=20))
 
@@ -78,8 +83,17 @@ def tiny_graph():
     return DynamicGraph("tiny", 6, snaps)
 
 
-TINY = ["data.window=2", "data.features=constant", "model.hidden=2", "model.layers=1", "model.head_hidden=2",
-        "train.batch_size=2", "data.neg_mult=1", "parallel.min_bucket=1", "parallel.bucket_ratio=2.0"]
+TINY = [
+    "data.window=2",
+    "data.features=constant",
+    "model.hidden=2",
+    "model.layers=1",
+    "model.head_hidden=2",
+    "train.batch_size=2",
+    "data.neg_mult=1",
+    "parallel.min_bucket=1",
+    "parallel.bucket_ratio=2.0",
+]
 
 
 @pytest.mark.parametrize("model", ["egcn_o", "gcrn_gru"])
@@ -122,10 +136,15 @@ def test_comm_bytes_equal_hand_computed(method, model):
             per_tau = 3 * x_conv + 3 * h_conv
         features = 2 * per_tau + final
     got = tr.comm_bytes(batch)
-    assert got == {"gradients": gradients, "states": states, "features": features,
-                   "total": gradients + states + features}
+    assert got == {
+        "gradients": gradients,
+        "states": states,
+        "features": features,
+        "total": gradients + states + features,
+    }
 
 
+@pytest.mark.slow  # 1-2 min each on the shared 2-core machine
 @pytest.mark.parametrize(
     "method,model",
     [("snapshot", "egcn_o"), ("vertex", "gcrn_gru"), ("psg", "egcn_o")],
