@@ -166,3 +166,24 @@ def test_training_smoke_logs_comm_bytes(method, model, tmp_path):
     if method == "snapshot":
         assert rows[0]["bubble_fraction"] == pytest.approx(partition.bubble_fraction(4, 4, 4))
     assert summary["schedule"] == method and np.isfinite(summary["final"]["val_map"])
+
+
+@pytest.mark.slow  # several minutes on the shared 2-core machine
+def test_bench_epoch_quick(tmp_path):
+    """The benchmark runs end to end; psg, snapshot and vertex compute the same gradients on the same
+    mini-batches, so they train to the same losses and MAP."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "bench"
+    cmd = [sys.executable, "tools/bench_epoch.py", "--quick", "--datasets", "synthetic", "--models", "egcn_o",
+           "--devices", "2", "--two-core", "0", "--epochs", "2", "--methods", "psg,snapshot,vertex",
+           "--out", str(out)]  # fmt: skip
+    subprocess.run(cmd, check=True, capture_output=True)
+    rows = {r["method"]: r for r in json.loads((out / "bench_epoch.json").read_text())["rows"]}
+    assert set(rows) == {"psg", "snapshot", "vertex"}
+    for m in ("snapshot", "vertex"):
+        assert rows[m]["final_loss"] == pytest.approx(rows["psg"]["final_loss"], rel=1e-4)
+        assert rows[m]["val_map"] == pytest.approx(rows["psg"]["val_map"], rel=1e-3)
+        assert rows[m]["comm_bytes"] > rows["psg"]["comm_bytes"]
+    assert (out / "bench_epoch.png").stat().st_size > 0 and "| psg |" in (out / "bench_epoch.md").read_text()
