@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from .graphs import Budget, bucket
+from .graphs import Budget, DeviceWork, bucket, pack_device
 
 TIME_KEYS = ("feat", "senders", "receivers", "edge_mask")
 
@@ -140,3 +140,21 @@ def vertex_batch(
         out["pair_weight"][p, : len(ids)] = packed["pair_weight"][ids]
     real = np.stack([counts, e_own.sum(axis=1), [len(q) for q in pair_parts]], axis=1).astype(np.float64)
     return out, budget, real
+
+
+def vertex_step(
+    work: DeviceWork, n_devices: int, par, window: int, max_windows: int, class_weights=(1.0, 1.0)
+) -> tuple[dict[str, np.ndarray], Budget, np.ndarray]:
+    """All windows of a step -> ``vertex_batch`` of their single-device packing (``par``: the
+    ``parallel`` config section: vertex_balance, bucket_ratio, min_bucket)."""
+    edges = int(work.real_edges_per_tau().max(initial=0))
+    tight = Budget(work.real_nodes() + 1, max(edges, 1), max(work.real_pairs(), 1), max_windows)
+    packed = pack_device(work, tight, window, class_weights)
+    return vertex_batch(
+        packed,
+        work.real_nodes(),
+        n_devices,
+        balance=par.vertex_balance,
+        ratio=par.bucket_ratio,
+        minimum=par.min_bucket,
+    )

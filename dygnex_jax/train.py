@@ -76,9 +76,6 @@ def make_loss_fn(model: LinkPredictor):
     return loss_fn
 
 
-PARTITIONED = ("snapshot", "vertex")  # methods whose step moves states or features between devices
-
-
 def make_step_loss(method: str, model: LinkPredictor, n_devices: int):
     """The per-device loss of a method's step: whole windows per device (psg, dygnex_*), a time
     pipeline (snapshot) or node ranges (vertex); see parallel.py."""
@@ -241,18 +238,8 @@ class Trainer:
         if self.method == "vertex":
             ids = self.windows.splits["train"][np.concatenate(step).astype(np.int64)]
             work = self.device_work(ids, "train", epoch)
-            edges = int(work.real_edges_per_tau().max(initial=0))
-            tight = Budget(
-                work.real_nodes() + 1, max(edges, 1), max(work.real_pairs(), 1), c.train.batch_size
-            )
-            packed = pack_device(work, tight, w, c.train.class_weights)
-            batch, budget, real = partition.vertex_batch(
-                packed,
-                work.real_nodes(),
-                self.n_devices,
-                balance=c.parallel.vertex_balance,
-                ratio=c.parallel.bucket_ratio,
-                minimum=c.parallel.min_bucket,
+            batch, budget, real = partition.vertex_step(
+                work, self.n_devices, c.parallel, w, c.train.batch_size, c.train.class_weights
             )
             loads = [float(r @ self.weights) for r in real]
             return batch, budget, loads, self.n_devices * float(padded_work(budget, w) @ self.weights)

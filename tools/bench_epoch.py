@@ -22,6 +22,7 @@ Writes ``bench_epoch.json``, ``bench_epoch.png`` and ``bench_epoch.md`` (the REA
     python tools/bench_epoch.py                                   # the full table
     python tools/bench_epoch.py --datasets bitcoin_otc --devices 4 --two-core 0 --epochs 4
     python tools/bench_epoch.py --quick                           # tiny synthetic run, for tests
+    python tools/bench_epoch.py --report --out DIR                # table + plot of DIR/rows_*.json
 """
 
 from __future__ import annotations
@@ -79,6 +80,9 @@ def parse_args(argv=None):
     ap.add_argument("--epochs", type=int, default=4, help="epochs per method (the first compiles)")
     ap.add_argument("--out", default="runs/bench_epoch")
     ap.add_argument("--quick", action="store_true", help="tiny synthetic settings (tests)")
+    ap.add_argument(
+        "--report", action="store_true", help="run nothing: table and plot from the rows_*.json in --out"
+    )
     ap.add_argument("--worker", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("overrides", nargs="*", help="key=value config overrides for every run")
     return ap.parse_args(argv)
@@ -177,7 +181,8 @@ def worker(args) -> int:
     for dataset in args.datasets.split(","):
         for model in args.models.split(","):
             rows += run_case(dataset, model, args.worker, args.methods.split(","), args)
-    Path(args.out, f"rows_{args.worker}.json").write_text(json.dumps(rows))
+            # written after every case, so that an interrupted run keeps what it measured
+            Path(args.out, f"rows_{args.worker}.json").write_text(json.dumps(rows))
     return 0
 
 
@@ -252,6 +257,10 @@ def main(argv=None) -> int:
         counts = [args.two_core] + [c for c in counts if c != args.two_core]
     start = time.perf_counter()
     rows = []
+    if args.report:
+        counts = []
+        for path in sorted(Path(args.out).glob("rows_*.json"), key=lambda f: int(f.stem.split("_")[1])):
+            rows += json.loads(path.read_text())
     for p in counts:
         cmd = [
             sys.executable,
