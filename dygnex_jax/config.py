@@ -19,6 +19,9 @@ import yaml
 
 from .errors import UserError
 
+# Models that snapshot / vertex partition can run (models/: initial_carry, advance and a Comm).
+PARTITIONED_MODELS = ("egcn_o", "gcrn_gru")
+
 
 @dataclasses.dataclass
 class DataConfig:
@@ -93,7 +96,10 @@ class TrainConfig:
 
 @dataclasses.dataclass
 class ScheduleConfig:
-    method: str = "dygnex_g"  # dygnex_g (greedy), dygnex_l (per-step MILP), psg (even split by count)
+    # dygnex_g (greedy), dygnex_l (per-step MILP), psg (even split by count); the communication-bound
+    # baselines snapshot (time ranges per device, pipelined) and vertex (node ranges per device) take
+    # psg's steps and run them with their partitioned step.
+    method: str = "dygnex_g"
     shuffle: bool = True  # psg: shuffle windows every epoch (else time order)
     jitter: float = 0.1  # cost-ordered methods: randomness kept in mini-batch composition
     # Cost-ordered methods, how windows form steps: "strata" = one window from each of B cost strata
@@ -127,6 +133,10 @@ class ParallelConfig:
     # Run a step on an already-compiled larger budget when its padded work is at most this fraction
     # above the step's own bucket: fewer compilations for a little padding (0 = never).
     reuse_slack: float = 0.25
+    # schedule.method=snapshot: micro-batches per step flowing through the time pipeline (0 = P).
+    micro_batches: int = 0
+    # schedule.method=vertex: node ranges by "contiguous" count, or balanced by "degree" (1 + in-degree).
+    vertex_balance: str = "contiguous"
 
 
 @dataclasses.dataclass
@@ -289,6 +299,12 @@ def validate(config: Config) -> None:
             f"model.egcn_gru must be rows or matrix, got {config.model.egcn_gru!r}",
         ),
         (
+            config.schedule.method not in ("snapshot", "vertex") or config.model.name in PARTITIONED_MODELS,
+            f"schedule.method={config.schedule.method} runs model.name "
+            f"{' or '.join(PARTITIONED_MODELS)} (a pipelined recurrence and a node-range communicator), "
+            f"not {config.model.name!r}: use psg, dygnex_g or dygnex_l for it",
+        ),
+        (
             config.schedule.reschedule_every >= 0,
             f"schedule.reschedule_every must be >= 0, got {config.schedule.reschedule_every}",
         ),
@@ -296,6 +312,14 @@ def validate(config: Config) -> None:
         (
             config.parallel.bucket_ratio > 1,
             f"parallel.bucket_ratio must be > 1, got {config.parallel.bucket_ratio}",
+        ),
+        (
+            config.parallel.micro_batches >= 0,
+            f"parallel.micro_batches must be >= 0, got {config.parallel.micro_batches}",
+        ),
+        (
+            config.parallel.vertex_balance in ("contiguous", "degree"),
+            f"parallel.vertex_balance must be contiguous or degree, got {config.parallel.vertex_balance!r}",
         ),
         (
             config.parallel.min_bucket >= 1,

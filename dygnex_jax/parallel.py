@@ -13,6 +13,19 @@ gathers a sharded result onto every process.
 
 ``check_vma=False`` is deliberate: with ``check_vma=True`` the gradient w.r.t. a replicated input comes
 back already summed over the axis (STACK-NOTES), and our own ``psum`` would then double count.
+
+The two communication-bound baselines use the same step with another per-device loss:
+
+* snapshot partition (``pipeline_loss``): device p owns a contiguous range of the W time offsets; the
+  micro-batches of a step flow through the devices GPipe-style over M + P - 1 clock ticks, the
+  recurrent carry (evolving weights or hidden states) going to device p + 1 by ``lax.ppermute``; the
+  last device computes the head's loss. Gradients come back through the transposed permutes, so each
+  device's gradient is that of the *total* loss w.r.t. its copy of the parameters, and the ``psum``
+  of those is the full gradient.
+* vertex partition (``vertex_loss``): device p owns a range of the packed nodes in every snapshot and
+  the edges they receive; the graph operators reach the sender side through ``VERTEX_COMM``
+  (``all_gather`` / ``psum``), the final embeddings are gathered and every device scores its share
+  of the target pairs.
 """
 
 from __future__ import annotations
@@ -28,10 +41,12 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from .errors import UserError
+from .models.layers import Comm
 
 AXIS = "data"
 
 LossFn = Callable[[dict, dict], tuple[jax.Array, jax.Array]]  # (params, batch) -> (loss sum, weight sum)
+PairLoss = Callable[[jax.Array, dict], tuple[jax.Array, jax.Array]]  # (logits, batch) -> (sum, weights)
 
 
 def make_mesh(n_devices: int = 0) -> Mesh:
@@ -151,6 +166,7 @@ def make_train_step(loss_fn: LossFn, tx: optax.GradientTransformation, mesh: Mes
 
     jitted = jax.jit(step, donate_argnums=(0, 1))
     jitted.traces = traces
+    jitted.grad_fn = grad_fn  # for tracing the collectives (comm.collective_bytes)
     return jitted
 
 
@@ -163,3 +179,100 @@ def make_embed_step(embed_fn: Callable[[dict, dict], jax.Array], mesh: Mesh) -> 
     return jax.jit(
         shard_map(per_device, mesh=mesh, in_specs=(P(), P(AXIS)), out_specs=P(AXIS), check_vma=False)
     )
+
+
+# --- vertex partition -------------------------------------------------------------------------------
+
+
+def _own_rows(x: jax.Array) -> jax.Array:
+    n = x.shape[0] // jax.lax.axis_size(AXIS)
+    return jax.lax.dynamic_slice_in_dim(x, jax.lax.axis_index(AXIS) * n, n)
+
+
+# The models' view of the other devices under vertex partition (only valid inside a shard_map step).
+VERTEX_COMM = Comm(
+    gather=lambda x: jax.lax.all_gather(x, AXIS, tiled=True),
+    sum=lambda x: jax.lax.psum(x, AXIS),
+    own=_own_rows,
+)
+
+
+def vertex_loss(model, pair_loss: PairLoss) -> LossFn:
+    """Per-device loss of vertex partition (batch from ``partition.vertex_batch``).
+
+    The encoder runs on the device's own nodes with ``VERTEX_COMM``; the final embeddings [n, H] are
+    gathered to [P n, H] and the device scores its own share of the target pairs (global ids).
+    """
+    vmodel = model.clone(encoder=model.encoder.clone(comm=VERTEX_COMM))
+
+    def loss_fn(params, batch):
+        h = vmodel.apply(params, batch, method=type(vmodel).embed)
+        logits = vmodel.apply(params, VERTEX_COMM.gather(h), batch, method=type(vmodel).logits)
+        return pair_loss(logits, batch)
+
+    return loss_fn
+
+
+def make_vertex_embed_step(model, mesh: Mesh) -> Callable:
+    """Jitted ``(params, batch) -> [P, n, H]`` every device's own node embeddings (vertex partition)."""
+    vmodel = model.clone(encoder=model.encoder.clone(comm=VERTEX_COMM))
+
+    def per_device(params, batch):
+        return vmodel.apply(params, _local(batch), method=type(vmodel).embed)[None]
+
+    return jax.jit(
+        shard_map(per_device, mesh=mesh, in_specs=(P(), P(AXIS)), out_specs=P(AXIS), check_vma=False)
+    )
+
+
+# --- snapshot partition (pipeline over time) ----------------------------------------------------------
+
+TIME_KEYS = ("feat", "senders", "receivers", "edge_mask", "valid")
+PAIR_KEYS = ("pair_src", "pair_dst", "pair_label", "pair_weight")
+
+
+def pipeline_loss(model, pair_loss: PairLoss, n_devices: int) -> LossFn:
+    """Per-device loss of snapshot partition (batch from ``partition.pipeline_batch``).
+
+    Local batch: ``feat`` [M, T, N], ``senders``/``receivers``/``edge_mask`` [M, T, E], ``valid``
+    [M, T] (this device's T time offsets of each of the M micro-batches; invalid offsets pad W up to
+    P T and keep the carry), pair arrays [M, Q]. Clock tick t: device p runs micro-batch t - p when it
+    exists (else its work is the bubble, computed and discarded), takes its carry from device p - 1
+    (device 0: the model's initial carry) and sends its new carry to device p + 1. The last device
+    adds the head's loss of the micro-batch it finished. Returns (loss sum, weight sum) of this device
+    (zero except on the last device).
+    """
+    last = n_devices - 1
+    perm = [(i, i + 1) for i in range(last)]
+    cls = type(model)
+
+    def loss_fn(params, batch):
+        m, n = batch["feat"].shape[0], batch["feat"].shape[2]
+        p = jax.lax.axis_index(AXIS)
+        init = model.apply(params, n, method=cls.initial_carry)
+
+        def head(h, j):
+            pb = {k: batch[k][j] for k in PAIR_KEYS}
+            return pair_loss(model.apply(params, h, pb, method=cls.logits), pb)
+
+        def skip(h, j):
+            return jnp.zeros((), jnp.float32), jnp.zeros((), jnp.float32)
+
+        def tick(state, t):
+            received, num, den = state
+            micro = t - p
+            j = jnp.clip(micro, 0, m - 1)
+            xs = {k: batch[k][j] for k in TIME_KEYS}
+            carry = jax.tree.map(lambda a, r: jnp.where(p == 0, a, r), init, received)
+            carry, h = model.apply(params, carry, xs, method=cls.advance)
+            done = (micro >= 0) & (micro < m) & (p == last)
+            n_t, d_t = jax.lax.cond(done, head, skip, h, j)
+            sent = jax.tree.map(lambda x: jax.lax.ppermute(x, AXIS, perm), carry)
+            return (sent, num + n_t, den + d_t), None
+
+        zeros = jax.tree.map(jnp.zeros_like, init)
+        start = (zeros, jnp.zeros((), jnp.float32), jnp.zeros((), jnp.float32))
+        (_, num, den), _ = jax.lax.scan(tick, start, jnp.arange(m + last))
+        return num, den
+
+    return loss_fn

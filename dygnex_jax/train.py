@@ -24,7 +24,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from . import checkpoint, distributed, parallel
+from . import checkpoint, distributed, parallel, partition
+from .comm import collective_bytes
 from .config import Config, TrainConfig, dump_config, to_dict
 from .data import datasets as _datasets
 from .data.windows import WindowSet
@@ -55,6 +56,13 @@ def create_optimizer(cfg: TrainConfig) -> optax.GradientTransformation:
     return optax.adam(cfg.learning_rate)
 
 
+def pair_loss(logits: jax.Array, batch: dict) -> tuple[jax.Array, jax.Array]:
+    """[Q, 2] logits -> (sum of class-weighted CE over real pairs, sum of their weights)."""
+    ce = optax.softmax_cross_entropy_with_integer_labels(logits, batch["pair_label"])
+    w = batch["pair_weight"]
+    return jnp.sum(w * ce), jnp.sum(w)
+
+
 class NonFiniteStep(UserError):
     """A train step whose loss, gradient or update is not finite (``train.on_nonfinite: stop``)."""
 
@@ -63,12 +71,19 @@ def make_loss_fn(model: LinkPredictor):
     """``(params, batch) -> (sum of class-weighted CE over real pairs, sum of their weights)``."""
 
     def loss_fn(params, batch):
-        logits = model.apply(params, batch)
-        ce = optax.softmax_cross_entropy_with_integer_labels(logits, batch["pair_label"])
-        w = batch["pair_weight"]
-        return jnp.sum(w * ce), jnp.sum(w)
+        return pair_loss(model.apply(params, batch), batch)
 
     return loss_fn
+
+
+def make_step_loss(method: str, model: LinkPredictor, n_devices: int):
+    """The per-device loss of a method's step: whole windows per device (psg, dygnex_*), a time
+    pipeline (snapshot) or node ranges (vertex); see parallel.py."""
+    if method == "snapshot":
+        return parallel.pipeline_loss(model, pair_loss, n_devices)
+    if method == "vertex":
+        return parallel.vertex_loss(model, pair_loss)
+    return make_loss_fn(model)
 
 
 class Trainer:
@@ -111,7 +126,21 @@ class Trainer:
         self.params = parallel.replicate(self.mesh, params)
         self.opt_state = parallel.replicate(self.mesh, self.tx.init(params))
         # --- steps ------------------------------------------------------------------------------
-        self.train_step = parallel.make_train_step(make_loss_fn(self.model), self.tx, self.mesh)
+        self.method = c.schedule.method
+        if self.method in ("snapshot", "vertex") and jax.process_count() > 1:
+            raise UserError(
+                f"schedule.method={self.method} runs in one process for now: use psg, dygnex_g or "
+                "dygnex_l across processes"
+            )
+        self.micro_batches = c.parallel.micro_batches or self.n_devices
+        if self.method == "snapshot" and self.micro_batches > c.train.batch_size:
+            raise UserError(
+                f"parallel.micro_batches={self.micro_batches} exceeds train.batch_size={c.train.batch_size}: "
+                "use fewer micro-batches"
+            )
+        step_loss = make_step_loss(self.method, self.model, self.n_devices)
+        self.train_step = parallel.make_train_step(step_loss, self.tx, self.mesh)
+        self._comm_bytes: dict[tuple, dict] = {}
         self.embed_step = parallel.make_embed_step(
             lambda p, b: self.model.apply(p, b, method=LinkPredictor.embed), self.mesh
         )
@@ -177,24 +206,69 @@ class Trainer:
         self._budgets.add(chosen)
         return chosen
 
-    def pack(self, step: list, split: str, epoch: int, rows: list[int] | None = None):
-        """Window ids per device -> (host batch [L, ...], per-device work [P], budget).
+    def pack(self, step: list, split: str, epoch: int, rows: list[int] | None = None, groups: int = 0):
+        """Window ids per device (or per group) -> (host batch [L, ...], work [groups], budget).
 
-        The budget is the maximum over all P devices (every process computes it alike); only the
-        ``rows`` devices (default: this process's, ``local_rows``; all of them in one process) are packed.
+        The budget is the maximum over all groups (every process computes it alike). ``groups``: pack
+        that many groups instead of P (the micro-batches of snapshot partition; then all are packed).
+        Else only the ``rows`` devices (default: this process's, ``local_rows``; all of them in one
+        process) are packed.
         """
+        groups = groups or self.n_devices
         split_ids = self.windows.splits[split]
         work = [self.device_work(split_ids[np.asarray(ids, np.int64)], split, epoch) for ids in step]
-        work += [DeviceWork([], [], []) for _ in range(self.n_devices - len(work))]
+        work += [DeviceWork([], [], []) for _ in range(groups - len(work))]
         per_step = self.config.train.batch_size if split == "train" else self._eval_per_step()
-        slots = -(-per_step // self.n_devices)
+        slots = -(-per_step // groups)
         budget = step_budget(work, self.config.parallel.bucket_ratio, self.config.parallel.min_bucket, slots)
         if split == "train":
             budget = self.reuse_budget(budget)
         cw = self.config.train.class_weights
-        rows = self.local_rows if rows is None else rows
+        if rows is None:
+            rows = self.local_rows if groups == self.n_devices else range(groups)
         batch = stack_devices([pack_device(work[p], budget, self.windows.window, cw) for p in rows])
         return batch, work, budget
+
+    def pack_train(self, step: list, epoch: int):
+        """A training step of the run's method -> (host batch [P, ...], budget, real loads [P] of the
+        devices, padded load of the whole step), loads weighted by the cost weights.
+
+        psg / dygnex: each device its own windows. snapshot: the step's windows in M micro-batches,
+        every device its time range of each; its padded load counts the M + P - 1 ticks of T offsets
+        every device runs (bubble and padded offsets included), the real load is the micro-batches'
+        real work. vertex: the step packed as one graph, every device its node range.
+        """
+        c, w = self.config, self.windows.window
+        if self.method == "snapshot":
+            m = self.micro_batches
+            groups = [list(g) for g in np.array_split(np.concatenate(step), m)]
+            micro, work, budget = self.pack(groups, "train", epoch, groups=m)
+            batch = partition.pipeline_batch(micro, w, self.n_devices)
+            t = batch["feat"].shape[2]
+            ticks = m + self.n_devices - 1
+            padded = self.n_devices * ticks * float(padded_work(budget, w) @ self.weights) * t / w
+            real = [float(real_work(d) @ self.weights) for d in work]
+            loads = [sum(real) / self.n_devices] * self.n_devices  # every device works on every window
+            return batch, budget, loads, padded
+        if self.method == "vertex":
+            ids = self.windows.splits["train"][np.concatenate(step).astype(np.int64)]
+            work = self.device_work(ids, "train", epoch)
+            batch, budget, real = partition.vertex_step(
+                work, self.n_devices, c.parallel, w, c.train.batch_size, c.train.class_weights
+            )
+            loads = [float(r @ self.weights) for r in real]
+            return batch, budget, loads, self.n_devices * float(padded_work(budget, w) @ self.weights)
+        batch, work, budget = self.pack(step, "train", epoch)
+        loads = [float(real_work(d) @ self.weights) for d in work]
+        return batch, budget, loads, self.n_devices * float(padded_work(budget, w) @ self.weights)
+
+    def comm_bytes(self, batch: dict) -> dict[str, float]:
+        """Bytes the step's collectives move for a batch of this shape (traced once per shape)."""
+        key = tuple((k, v.shape) for k, v in sorted(batch.items()))
+        if key not in self._comm_bytes:
+            shapes = {k: jax.ShapeDtypeStruct(v.shape, v.dtype) for k, v in batch.items()}
+            self._comm_bytes[key] = collective_bytes(self.train_step.grad_fn, self.params, shapes)
+        return self._comm_bytes[key]
 
     # --- training -----------------------------------------------------------------------------
 
@@ -213,10 +287,14 @@ class Trainer:
         real = padded = predicted = 0.0
         skipped = 0
         budgets = set()
+        comm = {k: 0.0 for k in ("gradients", "states", "features", "total")}
         self.last_steps: list[dict] = []  # per-step figures of this epoch (steps.jsonl)
         for i, step in enumerate(sched.steps):
-            batch, work, budget = self.pack(step, "train", epoch)
+            batch, budget, loads, step_padded = self.pack_train(step, epoch)
             budgets.add(budget.as_tuple())
+            step_comm = self.comm_bytes(batch)
+            for k in comm:
+                comm[k] += step_comm[k]
             compiled = len(self.train_step.traces)
             step_start = time.perf_counter()
             self.params, self.opt_state, stats = self.train_step(
@@ -242,9 +320,8 @@ class Trainer:
                 weight_sum += weight
             else:
                 skipped += 1
-            loads = [float(real_work(d) @ self.weights) for d in work]
             real += sum(loads)
-            padded += self.n_devices * float(pw @ self.weights)
+            padded += step_padded
             self.last_steps.append(
                 {
                     "epoch": epoch,
@@ -254,8 +331,9 @@ class Trainer:
                     "predicted_seconds": step_predicted,
                     "budget": list(budget.as_tuple()),
                     "device_loads": loads,
-                    "padding_efficiency": sum(loads) / (self.n_devices * float(pw @ self.weights)),
+                    "padding_efficiency": sum(loads) / step_padded,
                     "imbalance": max(loads) / max(np.mean(loads), 1e-12) - 1.0,
+                    "comm_bytes": step_comm["total"],
                     "loss": loss,
                     "finite": finite,
                 }
@@ -276,6 +354,16 @@ class Trainer:
             "schedule_fallback": sched.fallback,
             "steps": sched.num_steps,
             "budgets": len(budgets),
+            **{f"comm_bytes_{k}" if k != "total" else "comm_bytes": v for k, v in comm.items()},
+            **(
+                {
+                    "bubble_fraction": partition.bubble_fraction(
+                        self.micro_batches, self.n_devices, self.windows.window
+                    )
+                }
+                if self.method == "snapshot"
+                else {}
+            ),
         }
 
     # --- evaluation ---------------------------------------------------------------------------
@@ -492,6 +580,12 @@ def summarize_run(config: Config, trainer: Trainer, history: list[dict]) -> dict
         "median_epoch_seconds": statistics.median(timed),
         "first_epoch_seconds": history[0]["epoch_seconds"],
         "mean_padding_efficiency": float(np.mean([r["padding_efficiency"] for r in history])),
+        # bytes sent by collectives per training epoch (gradients, states, features), see comm.py
+        "comm_bytes_per_epoch": {
+            k: float(np.mean([r[f"comm_bytes_{k}"] for r in history]))
+            for k in ("gradients", "states", "features")
+        }
+        | {"total": float(np.mean([r["comm_bytes"] for r in history]))},
         "compilations": len(trainer.train_step.traces),
         "config": to_dict(config),
     }

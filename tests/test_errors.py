@@ -76,6 +76,10 @@ CASES = {
     "unknown-dataset": (["train", "data.dataset=no_such_set"], "unknown dataset 'no_such_set'"),
     "unknown-model": (["train", "--config", SMOKE, "model.name=transformer"], "unknown model.name"),
     "unknown-scheduler": (["train", "--config", SMOKE, "schedule.method=magic"], "unknown schedule.method"),
+    "partition-model": (
+        ["train", "--config", SMOKE, "schedule.method=vertex", "model.name=tgcn"],
+        "schedule.method=vertex runs model.name egcn_o or gcrn_gru",
+    ),
     "unknown-solver": (
         ["train", "--config", SMOKE, "schedule.method=dygnex_l", "schedule.solver=NOPE"],
         "unknown schedule.solver 'NOPE'",

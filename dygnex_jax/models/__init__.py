@@ -33,17 +33,31 @@ ENCODERS = {
 
 
 class LinkPredictor(nn.Module):
-    """Encoder + head. ``__call__`` -> [Q, 2] logits of the batch's target pairs; ``embed`` -> [N, H]."""
+    """Encoder + head. ``__call__`` -> [Q, 2] logits of the batch's target pairs; ``embed`` -> [N, H].
+
+    The partitioned steps (parallel.py) call the pieces: ``initial_carry`` / ``advance`` (the
+    encoder's recurrence over a slice of time offsets, snapshot partition) and ``logits`` (the head on
+    embeddings gathered from all devices, vertex partition).
+    """
 
     encoder: nn.Module
     head: LinkHead
 
     def __call__(self, batch: dict) -> jax.Array:
-        h = self.encoder(batch)
-        return self.head(h, batch["pair_src"], batch["pair_dst"])
+        return self.logits(self.encoder(batch), batch)
 
     def embed(self, batch: dict) -> jax.Array:
         return self.encoder(batch)
+
+    def logits(self, h: jax.Array, batch: dict) -> jax.Array:
+        """[N, H] embeddings -> [Q, 2] logits of the pairs ``batch["pair_src"/"pair_dst"]``."""
+        return self.head(h, batch["pair_src"], batch["pair_dst"])
+
+    def initial_carry(self, n: int):
+        return self.encoder.initial_carry(n)
+
+    def advance(self, carry, xs: dict):
+        return self.encoder.advance(carry, xs)
 
 
 def create_model(cfg: ModelConfig, num_features: int) -> LinkPredictor:

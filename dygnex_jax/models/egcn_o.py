@@ -9,6 +9,10 @@ The weights restart from the learned initial matrices in every window (the Evolv
 keeps them across calls until ``reinitialize_weight``), and their evolution does not depend on the graph, so
 all windows packed on a device share the weights of time offset tau: one matrix per layer per tau serves every
 window exactly. Activation: ReLU after every layer (the paper: RReLU).
+
+The recurrence is exposed in pieces for snapshot partition (parallel.py pipelines it over devices):
+``initial_carry(n)`` (the learned initial weights), ``advance(carry, xs)`` over a slice of time offsets
+-> (evolved weights, embeddings at the slice's last valid offset); ``__call__`` = advance over all W.
 """
 
 from __future__ import annotations
@@ -17,17 +21,18 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from .layers import GRUCell, MatrixGRU, gcn_aggregate, node_inputs, scan_steps
+from .layers import LOCAL, Comm, GRUCell, MatrixGRU, gcn_aggregate, node_inputs
 
 
 class _Step(nn.Module):
     dims: tuple[int, ...]
     gru: str
+    comm: Comm = LOCAL
 
     @nn.compact
     def __call__(self, carry, xs):
-        weights, _ = carry
-        h, senders, receivers, edge_mask = xs
+        weights, h_prev = carry
+        h, senders, receivers, edge_mask, valid = xs
         if self.gru == "rows":
             new_weights = tuple(GRUCell(w.shape[1], name=f"evolve_{i}")(w, w) for i, w in enumerate(weights))
         else:
@@ -36,8 +41,10 @@ class _Step(nn.Module):
                 for i, w in enumerate(weights)
             )
         for w in new_weights:
-            h = jax.nn.relu(gcn_aggregate(h @ w, senders, receivers, edge_mask))
-        return (new_weights, h), None
+            h = jax.nn.relu(gcn_aggregate(h @ w, senders, receivers, edge_mask, self.comm))
+        # a padded (invalid) time offset leaves the carry as it was
+        keep = lambda new, old: jnp.where(valid, new, old)  # noqa: E731
+        return (jax.tree.map(keep, new_weights, weights), keep(h, h_prev)), None
 
 
 class EvolveGCNO(nn.Module):
@@ -47,13 +54,31 @@ class EvolveGCNO(nn.Module):
     hidden: int
     layers: int = 2
     gru: str = "rows"
+    comm: Comm = LOCAL  # vertex partition: how to reach other devices' nodes (identity by default)
 
-    @nn.compact
-    def __call__(self, batch: dict) -> jax.Array:
+    def setup(self):
         dims = (self.num_features,) + (self.hidden,) * self.layers
         init = nn.initializers.glorot_uniform()
-        weights = tuple(self.param(f"gcn_{i}", init, (dims[i], dims[i + 1])) for i in range(self.layers))
-        n = batch["node_window"].shape[0]
-        xs = (node_inputs(batch, self.num_features), batch["senders"], batch["receivers"], batch["edge_mask"])
-        (_, h), _ = scan_steps(_Step, dims=dims, gru=self.gru)((weights, jnp.zeros((n, self.hidden))), xs)
-        return h
+        self.initial_weights = tuple(
+            self.param(f"gcn_{i}", init, (dims[i], dims[i + 1])) for i in range(self.layers)
+        )
+        scan = nn.scan(_Step, variable_broadcast="params", split_rngs={"params": False}, in_axes=0)
+        self.step = scan(dims, self.gru, self.comm)
+
+    def initial_carry(self, n: int):
+        """The carry at the start of a window: the learned initial GCN weights (``n`` is unused)."""
+        del n
+        return self.initial_weights
+
+    def advance(self, carry, xs: dict):
+        """Run the time offsets of ``xs`` (feat [T, N] or x [T, N, F], senders/receivers/edge_mask [T, E],
+        optional valid [T]) from ``carry``. Returns (carry after them, [N, hidden] embeddings at the last
+        valid offset; zeros if none is valid)."""
+        n = xs["feat"].shape[1]
+        valid = xs.get("valid", jnp.ones(xs["feat"].shape[0], bool))
+        seq = (node_inputs(xs, self.num_features), xs["senders"], xs["receivers"], xs["edge_mask"], valid)
+        (weights, h), _ = self.step((carry, jnp.zeros((n, self.hidden))), seq)
+        return weights, h
+
+    def __call__(self, batch: dict) -> jax.Array:
+        return self.advance(self.initial_carry(batch["feat"].shape[1]), batch)[1]

@@ -1,6 +1,10 @@
 """GCRN-GRU (Seo et al., 2018; PyG-Temporal's GConvGRU): a GRU whose gates are Chebyshev graph
 convolutions of the input and of the hidden node states. Hidden states start at zero in every window.
 Stacked ``layers`` cells: cell l reads cell l-1's new state at the same time offset.
+
+The recurrence is exposed in pieces for snapshot partition (parallel.py pipelines it over devices):
+``initial_carry(n)`` (zero states), ``advance(carry, xs)`` over a slice of time offsets -> (states,
+last cell's state); ``__call__`` = advance over all W offsets.
 """
 
 from __future__ import annotations
@@ -9,7 +13,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from .layers import ChebConv
+from .layers import LOCAL, ChebConv, Comm
 
 
 class GConvGRUCell(nn.Module):
@@ -17,11 +21,12 @@ class GConvGRUCell(nn.Module):
 
     hidden: int
     k: int = 2
+    comm: Comm = LOCAL
 
     @nn.compact
     def __call__(self, x, h, edges):
         def conv(name, v):
-            return ChebConv(self.hidden, self.k, name=name)(v, edges)
+            return ChebConv(self.hidden, self.k, self.comm, name=name)(v, edges)
 
         z = jax.nn.sigmoid(conv("x_z", x) + conv("h_z", h))
         r = jax.nn.sigmoid(conv("x_r", x) + conv("h_r", h))
@@ -34,16 +39,17 @@ class _Step(nn.Module):
     hidden: int
     layers: int
     k: int
+    comm: Comm = LOCAL
 
     @nn.compact
     def __call__(self, states, xs):
-        feat, senders, receivers, edge_mask = xs
+        feat, senders, receivers, edge_mask, valid = xs
         edges = (senders, receivers, edge_mask)
         x = jax.nn.one_hot(feat, self.num_features, dtype=jnp.float32)
         new = []
         for i, h in enumerate(states):
-            x = GConvGRUCell(self.hidden, self.k, name=f"cell_{i}")(x, h, edges)
-            new.append(x)
+            x = GConvGRUCell(self.hidden, self.k, self.comm, name=f"cell_{i}")(x, h, edges)
+            new.append(jnp.where(valid, x, h))  # a padded (invalid) time offset keeps the state
         return tuple(new), None
 
 
@@ -54,12 +60,23 @@ class GCRNGRU(nn.Module):
     hidden: int
     layers: int = 1
     cheb_k: int = 2
+    comm: Comm = LOCAL  # vertex partition: how to reach other devices' nodes (identity by default)
 
-    @nn.compact
-    def __call__(self, batch: dict) -> jax.Array:
-        n = batch["feat"].shape[1]
-        states = tuple(jnp.zeros((n, self.hidden)) for _ in range(self.layers))
+    def setup(self):
         scan = nn.scan(_Step, variable_broadcast="params", split_rngs={"params": False}, in_axes=0)
-        xs = (batch["feat"], batch["senders"], batch["receivers"], batch["edge_mask"])
-        states, _ = scan(self.num_features, self.hidden, self.layers, self.cheb_k, name="step")(states, xs)
-        return states[-1]
+        self.step = scan(self.num_features, self.hidden, self.layers, self.cheb_k, self.comm)
+
+    def initial_carry(self, n: int):
+        """Zero hidden states [N, hidden] of every layer."""
+        return tuple(jnp.zeros((n, self.hidden)) for _ in range(self.layers))
+
+    def advance(self, carry, xs: dict):
+        """Run the time offsets of ``xs`` (feat [T, N], senders/receivers/edge_mask [T, E], optional
+        valid [T]) from ``carry``. Returns (states after them, last layer's state [N, hidden])."""
+        valid = xs.get("valid", jnp.ones(xs["feat"].shape[0], bool))
+        seq = (xs["feat"], xs["senders"], xs["receivers"], xs["edge_mask"], valid)
+        states, _ = self.step(carry, seq)
+        return states, states[-1]
+
+    def __call__(self, batch: dict) -> jax.Array:
+        return self.advance(self.initial_carry(batch["feat"].shape[1]), batch)[1]

@@ -99,7 +99,9 @@ def order_steps(
         keep = np.ones(k, bool)
         keep[short_pos] = False
         strata = order[keep].reshape(batch_size, n_full) if n_full else np.zeros((batch_size, 0), np.int64)
-        dealt = np.take_along_axis(strata, rng.permuted(np.tile(np.arange(n_full), (batch_size, 1)), axis=1), 1)
+        dealt = np.take_along_axis(
+            strata, rng.permuted(np.tile(np.arange(n_full), (batch_size, 1)), axis=1), 1
+        )
         steps = [dealt[:, j].copy() for j in range(n_full)]
         if rem:
             steps.append(order[short_pos])
@@ -444,9 +446,7 @@ def greedy_schedule(
 ) -> tuple[Schedule, list[np.ndarray], list[np.ndarray]]:
     """The greedy schedule plus its step composition and per-step device arrays (for dygnex_l)."""
     weights = checked_weights(settings, costs.shape[1])
-    steps = order_steps(
-        costs, batch_size, weights, settings.jitter, rng, n_devices, settings.compose
-    )
+    steps = order_steps(costs, batch_size, weights, settings.jitter, rng, n_devices, settings.compose)
     devices, info = place_steps(costs, steps, n_devices, weights)
     objectives = [step_objective(costs[i], d, n_devices, weights) for i, d in zip(steps, devices)]
     bounds = [step_lower_bound(costs[i], n_devices, weights) for i in steps]
