@@ -138,7 +138,7 @@ def save(trainer, out_dir: str | Path, epoch: int, history: list[dict], keep: in
     final = root / f"epoch_{epoch:06d}"
     tmp = root / f".tmp-{final.name}-{os.getpid()}"
     tmp.mkdir()
-    ocp.PyTreeCheckpointer().save(tmp / "state", _state_tree(trainer))
+    ocp.PyTreeCheckpointer().save((tmp / "state").absolute(), _state_tree(trainer))  # orbax: absolute only
     meta = tmp / "meta.json"
     meta.write_text(json.dumps(trainer_meta(trainer, epoch, history)) + "\n")
     _fsync(meta)
@@ -207,7 +207,7 @@ def restore(trainer, ckpt: Checkpoint) -> list[dict]:
     target = _state_tree(trainer)
     args = jax.tree.map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray), target)
     state = ocp.PyTreeCheckpointer().restore(
-        ckpt.path / "state", args=ocp.args.PyTreeRestore(restore_args=args)
+        (ckpt.path / "state").absolute(), args=ocp.args.PyTreeRestore(restore_args=args)
     )
     want = jax.tree.map(lambda x: (x.shape, str(x.dtype)), target)
     got = jax.tree.map(lambda x: (x.shape, str(x.dtype)), state)

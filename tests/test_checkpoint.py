@@ -189,15 +189,18 @@ def test_nonfinite_step_skip_keeps_parameters_and_counts():
         np.testing.assert_array_equal(x, y)
 
 
-def test_save_restore_round_trip_is_exact(tmp_path):
+def test_save_restore_round_trip_is_exact(tmp_path, monkeypatch):
     tr = toy()
     history = [{"epoch": 1, **tr.train_epoch(1)}]
     saved = leaves(tr.params) + leaves(tr.opt_state)
     budgets = set(tr._budgets)
-    checkpoint.save(tr, tmp_path, 1, history, keep=3)
+    monkeypatch.chdir(
+        tmp_path
+    )  # a relative run directory, as `train --out runs/x` gives (orbax wants absolute)
+    checkpoint.save(tr, "run", 1, history, keep=3)
     after = tr.train_epoch(2)  # moves the parameters on
     tr._budgets = set()
-    got = checkpoint.restore(tr, checkpoint.latest(tmp_path))
+    got = checkpoint.restore(tr, checkpoint.latest("run"))
     assert got == json.loads(json.dumps(history))
     for x, y in zip(saved, leaves(tr.params) + leaves(tr.opt_state)):
         np.testing.assert_array_equal(x, y)
