@@ -266,7 +266,10 @@ class Trainer:
         """Bytes the step's collectives move for a batch of this shape (traced once per shape)."""
         key = tuple((k, v.shape) for k, v in sorted(batch.items()))
         if key not in self._comm_bytes:
-            shapes = {k: jax.ShapeDtypeStruct(v.shape, v.dtype) for k, v in batch.items()}
+            # the global shapes: a process holds only its devices' rows of the leading P axis
+            shapes = {
+                k: jax.ShapeDtypeStruct((self.n_devices, *v.shape[1:]), v.dtype) for k, v in batch.items()
+            }
             self._comm_bytes[key] = collective_bytes(self.train_step.grad_fn, self.params, shapes)
         return self._comm_bytes[key]
 
