@@ -154,7 +154,9 @@ def main(argv: list[str] | None = None) -> int:
             )
             sim.print_table(result["rows"])
             if args.json:
-                sim.write_json(result, args.json)
+                from .plan import write_json
+
+                write_json(result, args.json)
             if args.plot:
                 sim.plot(result["rows"], args.plot, f"{result['instance']}, {result['batch']}, {args.link}")
         elif args.command == "profile":

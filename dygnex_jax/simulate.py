@@ -37,7 +37,6 @@ Nothing here imports JAX: it runs anywhere numpy and scipy do, at any P.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import sys
 import time
@@ -472,11 +471,6 @@ def plot(rows: list[dict], path: str | Path, title: str = "") -> None:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
-
-
-def write_json(payload: dict, path: str | Path) -> None:
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(payload, indent=2) + "\n")
 
 
 def parse_devices(text: str) -> list[int]:
