@@ -274,9 +274,11 @@ def test_parity_with_pyg_temporal(name):
         np.testing.assert_allclose(np.asarray(g), r, rtol=TOL, atol=TOL, err_msg=jax.tree_util.keystr(path))
 
 
-def test_torch_runner_loss_equals_the_trainer_loss():
+@pytest.mark.parametrize("layout", ["full", "packed"])
+def test_torch_runner_loss_equals_the_trainer_loss(layout):
     """The baseline runner sees the same windows, negatives and class weights as our trainer: with the
-    same weights, one step's weighted loss sum and weight sum agree."""
+    same weights, one step's weighted loss sum and weight sum agree, whether the runner runs each window
+    on the whole node set (``full``) or packs active nodes + background nodes as we do (``packed``)."""
     from dygnex_jax.baselines.torch_runner import Runner
     from dygnex_jax.config import load_config
     from dygnex_jax.train import Trainer, make_loss_fn
@@ -299,7 +301,7 @@ def test_torch_runner_loss_equals_the_trainer_loss():
         ],
     )
     torch.manual_seed(0)
-    runner = Runner(cfg, rank=0, world=1)
+    runner = Runner(cfg, rank=0, world=1, layout=layout)
     tr = Trainer(cfg)
     named = {k: v.detach().numpy() for k, v in runner.model.named_parameters()}
     enc = map_gcrn_gru({k[len("encoder.") :]: v for k, v in named.items() if k.startswith("encoder.")}, 2, 3)
@@ -307,6 +309,8 @@ def test_torch_runner_loss_equals_the_trainer_loss():
     params = {"params": {"encoder": enc, "head": head}}
     assert jax.tree.structure(params) == jax.tree.structure(jax.device_get(tr.params))
     ids = [0, 1, 2, 3]
+    # the windows leave nodes inactive: the full layout runs nodes the packed one folds into one
+    assert all(runner.windows.get(int(k)).inactive > 0 for k in runner.windows.splits["train"][ids])
     num_t, den_t = runner.forward(runner.windows.splits["train"][ids], epoch=1)
     batch, _, _ = tr.pack([ids], "train", epoch=1)
     num_j, den_j = make_loss_fn(tr.model)(params, {k: jnp.asarray(v[0]) for k, v in batch.items()})

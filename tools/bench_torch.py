@@ -1,8 +1,14 @@
-"""Side by side: dygnex_jax (SPMD, PSG split) vs PyTorch Geometric Temporal + DDP (gloo, PSG split) on the
-same config, model, data and CPU. Prints per-epoch training time (median after the first, warm-up, epoch),
-the ratio, and the validation / test MAP of both; writes the rows to ``--json``.
+"""Side by side: dygnex_jax (SPMD; its DyGNeX-G schedule, and the PSG split) vs PyTorch Geometric Temporal
++ DDP (gloo, PSG split, the split window-level DDP uses) on the same config, model, data and CPU. Prints
+per-epoch training time (median after the first, warm-up, epoch; our compilations charged as steady steps),
+the ratios, and the validation / test MAP of each; writes the rows to ``--json``.
 
     python tools/bench_torch.py --procs 2 --epochs 4 --seeds 0 1 2 --json docs/bench_torch.json
+
+Systems (``--systems``): ``ours:dygnex_g`` and ``ours:psg`` (our trainer with that ``schedule.method``);
+``torch:full`` (PyG-T as its users run it: each window on the whole node set, a rank's windows one after
+the other) and ``torch:packed`` (PyG-T given our data layout: active nodes + one background node per
+window, a rank's windows as one disjoint union). The speed-up is ``torch:full`` / ``ours:dygnex_g``.
 
 Each case is ``model:dataset``; the dataset's config is ``configs/egcn_o_bitcoin_otc.yaml`` or
 ``configs/egcn_o_uci.yaml`` with ``model.name`` replaced (EvolveGCN-O with PyG-T's row-wise GRU, as its twin).
@@ -23,6 +29,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = {"bitcoin_otc": "configs/egcn_o_bitcoin_otc.yaml", "uci_collegemsg": "configs/egcn_o_uci.yaml"}
 DEFAULT_CASES = [f"{m}:{d}" for d in CONFIGS for m in ("egcn_o", "gcrn_gru", "tgcn")]
+SYSTEMS = ("ours:dygnex_g", "ours:psg", "torch:full", "torch:packed")
 
 
 def steady_epoch_seconds(out: Path, wall: list[float]) -> list[float]:
@@ -41,24 +48,25 @@ def steady_epoch_seconds(out: Path, wall: list[float]) -> list[float]:
 
 
 def run_case(system: str, model: str, dataset: str, seed: int, args, work: Path) -> dict:
-    out = work / f"{system}-{model}-{dataset}-{seed}"
+    kind, variant = system.split(":")
+    out = work / f"{kind}-{variant}-{model}-{dataset}-{seed}"
     overrides = [
         f"model.name={model}",
         "model.egcn_gru=rows",
         f"train.seed={seed}",
         f"train.epochs={args.epochs}",
         f"train.eval_every={args.epochs}",
-        "schedule.method=psg",
+        f"schedule.method={variant if kind == 'ours' else 'psg'}",
         *args.override,
     ]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    if system == "jax":
+    if kind == "ours":
         env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={args.procs}"
         cmd = [sys.executable, "-m", "dygnex_jax", "train", "--config", CONFIGS[dataset], "--out", str(out)]
         cmd += [*overrides, f"parallel.devices={args.procs}"]
     else:
         cmd = [sys.executable, "tools/torch_baseline.py", "--config", CONFIGS[dataset], "--out", str(out)]
-        cmd += ["--procs", str(args.procs), "--threads", str(args.threads), *overrides]
+        cmd += ["--procs", str(args.procs), "--threads", str(args.threads), "--layout", variant, *overrides]
     print(f"[{system}] {model} {dataset} seed {seed}", file=sys.stderr, flush=True)
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -66,7 +74,7 @@ def run_case(system: str, model: str, dataset: str, seed: int, args, work: Path)
     summary = json.loads((out / "summary.json").read_text())
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     wall = [r["epoch_seconds"] for r in rows]
-    steady = steady_epoch_seconds(out, wall) if system == "jax" else wall
+    steady = steady_epoch_seconds(out, wall) if kind == "ours" else wall
     return {
         "epoch_seconds": statistics.median(steady[1:] or steady),
         "wall_epoch_seconds": statistics.median(wall[1:] or wall),
@@ -78,47 +86,124 @@ def run_case(system: str, model: str, dataset: str, seed: int, args, work: Path)
     }
 
 
+def speedups(row: dict) -> dict:
+    """Per-epoch time of every other system / ours with DyGNeX-G (> 1: ours is faster)."""
+    ours = row.get("ours:dygnex_g", {}).get("epoch_seconds")
+    return {
+        k: v["epoch_seconds"] / ours
+        for k, v in row.items()
+        if ours and isinstance(v, dict) and k != "ours:dygnex_g"
+    }
+
+
+def table(rows: list[dict], cases: list[str], systems: list[str]) -> str:
+    """Markdown: median s/epoch per system, speed-ups over PyG-T, val / test MAP of every seed."""
+    head = " | ".join(f"{s} s/epoch" for s in systems)
+    lines = [
+        f"| model | dataset | seeds | {head} | PyG-T full / ours | PyG-T packed / ours | final val MAP per seed, ours vs PyG-T |",
+        "|---|---|---|" + "---:|" * (len(systems) + 2) + "---|",
+    ]
+    for case in cases:
+        model, dataset = case.split(":")
+        rs = [r for r in rows if r["model"] == model and r["dataset"] == dataset]
+        if not rs:
+            continue
+
+        def med(system, key="epoch_seconds", rs=rs):
+            vals = [r[system][key] for r in rs if system in r]
+            return statistics.median(vals) if vals else float("nan")
+
+        def seeds(*systems, rs=rs):
+            vals = [
+                next(r[s]["val_map"] for s in systems if s in r) for r in rs if any(s in r for s in systems)
+            ]
+            return "/".join(f"{v:.4f}" for v in vals) or "-"
+
+        times = " | ".join(f"{med(s):.2f}" for s in systems)
+        ours = med("ours:dygnex_g")
+        lines.append(
+            f"| {model} | {dataset} | {len(rs)} | {times} | {med('torch:full') / ours:.2f}x | "
+            f"{med('torch:packed') / ours:.2f}x | {seeds('ours:dygnex_g')} vs {seeds('torch:full', 'torch:packed')} |"
+        )
+    return "\n".join(lines)
+
+
+def plot(rows: list[dict], cases: list[str], systems: list[str], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(1.6 * len(cases) + 3, 4))
+    width = 0.8 / len(systems)
+    for j, system in enumerate(systems):
+        ys = []
+        for case in cases:
+            model, dataset = case.split(":")
+            vals = [
+                r[system]["epoch_seconds"]
+                for r in rows
+                if (r["model"], r["dataset"]) == (model, dataset) and system in r
+            ]
+            ys.append(statistics.median(vals) if vals else 0.0)
+        ax.bar([i + j * width for i in range(len(cases))], ys, width, label=system)
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(cases))], [c.replace(":", "\n") for c in cases])
+    ax.set_ylabel("training s / epoch (median after warm-up)")
+    ax.set_title("dygnex_jax vs PyTorch Geometric Temporal + DDP, same CPU")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cases", nargs="*", default=DEFAULT_CASES, help="model:dataset pairs")
+    p.add_argument(
+        "--systems", nargs="*", default=list(SYSTEMS), choices=SYSTEMS, help="systems of the first seed"
+    )
+    p.add_argument(
+        "--seed-systems",
+        nargs="*",
+        default=["ours:dygnex_g", "torch:full"],
+        choices=SYSTEMS,
+        help="systems of the further seeds (the accuracy comparison)",
+    )
     p.add_argument("--procs", type=int, default=2, help="devices (ours) = DDP processes (PyTorch)")
     p.add_argument("--threads", type=int, default=1, help="torch threads per DDP process")
     p.add_argument("--epochs", type=int, default=4)
     p.add_argument("--seeds", type=int, nargs="*", default=[0])
-    p.add_argument("--json", default="", help="write the rows here")
+    p.add_argument("--json", default="", help="write the rows here (and a PNG beside it)")
+    p.add_argument("--append", action="store_true", help="keep the rows already in --json (other cases)")
+    p.add_argument(
+        "--table-only", action="store_true", help="print the table and plot of --json, run nothing"
+    )
     p.add_argument("--work", default="", help="keep the run directories here (default: a temporary one)")
     p.add_argument("override", nargs="*", help="extra key=value overrides for both systems")
     a = p.parse_args(argv)
-    rows = []
+    path = Path(a.json) if a.json else None
+    rows = json.loads(path.read_text()) if path and (a.append or a.table_only) and path.exists() else []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(a.work or tmp)
         work.mkdir(parents=True, exist_ok=True)
-        for case in a.cases:
-            model, dataset = case.split(":")
-            for seed in a.seeds:
-                row = {"model": model, "dataset": dataset, "seed": seed}
-                for system in ("jax", "torch"):
+        # every case's first seed before any further seed: the timing rows come first
+        for i, seed in enumerate([] if a.table_only else a.seeds):
+            for case in a.cases:
+                model, dataset = case.split(":")
+                row = {"model": model, "dataset": dataset, "seed": seed, "load_average": os.getloadavg()[0]}
+                for system in a.systems if i == 0 else a.seed_systems:
                     row[system] = run_case(system, model, dataset, seed, a, work)
-                row["speedup"] = row["torch"]["epoch_seconds"] / row["jax"]["epoch_seconds"]
+                row["speedup"] = speedups(row)
                 rows.append(row)
-                if a.json:
-                    Path(a.json).write_text(json.dumps(rows, indent=1))
-    print(
-        "| model | dataset | seeds | ours s/epoch (wall incl. compiles) | PyG-T+DDP s/epoch | speed-up | "
-        "ours val MAP | PyG-T val MAP | ours test MAP | PyG-T test MAP |"
-    )
-    print("|---|---|---|---:|---:|---:|---|---|---|---|")
-    for case in a.cases:
-        model, dataset = case.split(":")
-        rs = [r for r in rows if r["model"] == model and r["dataset"] == dataset]
-        med = lambda sys_, k, rs=rs: statistics.median(r[sys_][k] for r in rs)  # noqa: E731
-        fmt = lambda sys_, k, rs=rs: " / ".join(f"{r[sys_][k]:.4f}" for r in rs)  # noqa: E731
-        print(
-            f"| {model} | {dataset} | {len(rs)} | {med('jax', 'epoch_seconds'):.2f} "
-            f"({med('jax', 'wall_epoch_seconds'):.2f}) | "
-            f"{med('torch', 'epoch_seconds'):.2f} | {med('torch', 'epoch_seconds') / med('jax', 'epoch_seconds'):.2f}x | "
-            f"{fmt('jax', 'val_map')} | {fmt('torch', 'val_map')} | {fmt('jax', 'test_map')} | {fmt('torch', 'test_map')} |"
-        )
+                print(
+                    json.dumps({k: row[k] for k in ("model", "dataset", "seed", "speedup")}), file=sys.stderr
+                )
+                if path:
+                    path.write_text(json.dumps(rows, indent=1))
+    cases = list(dict.fromkeys(f"{r['model']}:{r['dataset']}" for r in rows))
+    systems = [s for s in SYSTEMS if any(s in r for r in rows)]
+    print(table(rows, cases, systems))
+    if path:
+        plot(rows, cases, systems, path.with_suffix(".png"))
     return 0
 
 

@@ -2,9 +2,17 @@
 mini-batches and evaluation as ``dygnex_jax.train``, on P CPU processes with ``torch.distributed`` (gloo)
 DDP and the even PSG split of every step's windows (``schedule.method=psg``).
 
-Per step, each rank packs its windows as one disjoint-union graph per time offset (as PyG's ``Batch``
-does), runs the twin encoder (``torch_models.build_encoder``) and the link head, and returns
-``P * sum(w * CE) / sum_all(w)`` so that DDP's gradient average is the exact mini-batch gradient, as in our
+Two layouts of a rank's windows (``--layout``):
+
+* ``full`` (what PyG-Temporal users run): every window on the whole node set of the graph (all N nodes'
+  features and the snapshots' global edge lists, as a ``DynamicGraphTemporalSignal`` holds them), the
+  rank's windows one after the other, their losses summed before one backward pass;
+* ``packed`` (our data layout given to PyTorch): each window on its active nodes plus one background node
+  (``data/windows.py``), the rank's windows as one disjoint-union graph per time offset (as PyG's
+  ``Batch`` does).
+
+Both compute the same loss (tested). Each rank runs the twin encoder (``torch_models.build_encoder``)
+and the link head and returns ``P * sum(w * CE) / sum_all(w)`` so that DDP's gradient average is the exact mini-batch gradient, as in our
 SPMD step. Rank 0 evaluates with ``evaluation.evaluate_link_windows`` (the trainer's MAP / MRR) and writes
 ``metrics.jsonl`` and ``summary.json`` in the trainer's format. ``epoch_seconds`` covers the training
 steps of an epoch (host packing included), as ours does.
@@ -28,8 +36,11 @@ import numpy as np
 from ..config import Config, dump_config, load_config, to_dict
 from ..data import datasets
 from ..data.windows import WindowSet
+from ..errors import UserError
 from ..evaluation import evaluate_link_windows
 from ..schedule import schedule
+
+LAYOUTS = ("full", "packed")
 
 
 def _free_port() -> int:
@@ -40,29 +51,42 @@ def _free_port() -> int:
 
 def _union(wins, pairs=None):
     """Windows -> per-offset disjoint union: (feat [W, N], edge lists [W][2, E], node offsets, pairs)."""
-    import torch
-
     offsets = np.cumsum([0] + [w.num_local for w in wins])
     feat = np.concatenate([w.feat for w in wins], axis=1)
     es = []
     for tau in range(wins[0].feat.shape[0]):
         e = np.concatenate([w.edges[tau] + off for w, off in zip(wins, offsets)])
-        es.append(torch.as_tensor(e.T.astype(np.int64)).contiguous())
+        es.append(_edge_index(e))
     packed_pairs = None
     if pairs is not None:
         packed_pairs = np.concatenate([p + off for p, off in zip(pairs, offsets)])
     return feat, es, offsets, packed_pairs
 
 
+def _edge_index(edges: np.ndarray):
+    import torch
+
+    return torch.as_tensor(np.asarray(edges).T.astype(np.int64).reshape(2, -1)).contiguous()
+
+
+def _ends(pairs: np.ndarray):
+    import torch
+
+    p = torch.as_tensor(pairs.astype(np.int64))
+    return p[:, 0], p[:, 1]
+
+
 class Runner:
     """One rank's model, optimiser and data (``rank`` 0 also evaluates and writes)."""
 
-    def __init__(self, config: Config, rank: int, world: int):
+    def __init__(self, config: Config, rank: int, world: int, layout: str = "full"):
         import torch
 
         from .torch_models import LinkHead, LinkModel, build_encoder
 
-        self.config, self.rank, self.world = config, rank, world
+        if layout not in LAYOUTS:
+            raise UserError(f"unknown layout {layout!r}: choose one of {', '.join(LAYOUTS)}")
+        self.config, self.rank, self.world, self.layout = config, rank, world, layout
         c = config
         torch.manual_seed(c.train.seed)
         self.graph = datasets.load_dataset(c.data)
@@ -93,16 +117,31 @@ class Runner:
 
     def forward(self, ids, epoch, scale: float = 1.0):
         """Sum of class-weighted CE over this rank's windows (times ``scale``), and the sum of weights."""
-        import torch
 
-        wins = [self.windows.get(int(k)) for k in ids]
         c = self.config
+        if self.layout == "full":
+            num = den = 0.0
+            for k in ids:
+                pairs, labels = self.windows.global_training_pairs(
+                    int(k), c.data.neg_mult, c.train.seed, epoch
+                )
+                xs = self._features(self.windows.global_features(int(k)))
+                t = int(self.windows.targets[int(k)])
+                es = [_edge_index(s) for s in self.graph.snapshots[t - self.windows.window : t]]
+                n, d = self._weighted_ce(self.ddp(xs, es, *_ends(pairs)), labels, scale)
+                num, den = num + n, den + d
+            return num, den
+        wins = [self.windows.get(int(k)) for k in ids]
         samples = [self.windows.training_pairs(w.index, c.data.neg_mult, c.train.seed, epoch) for w in wins]
         feat, es, _, pairs = _union(wins, [s[0] for s in samples])
-        labels = torch.as_tensor(np.concatenate([s[1] for s in samples]).astype(np.int64))
-        weights = torch.as_tensor(np.asarray(c.train.class_weights, np.float32))[labels] * scale
-        pairs = torch.as_tensor(pairs.astype(np.int64))
-        logits = self.ddp(self._features(feat), es, pairs[:, 0], pairs[:, 1])
+        logits = self.ddp(self._features(feat), es, *_ends(pairs))
+        return self._weighted_ce(logits, np.concatenate([s[1] for s in samples]), scale)
+
+    def _weighted_ce(self, logits, labels: np.ndarray, scale: float):
+        import torch
+
+        labels = torch.as_tensor(labels.astype(np.int64))
+        weights = torch.as_tensor(np.asarray(self.config.train.class_weights, np.float32))[labels] * scale
         ce = torch.nn.functional.cross_entropy(logits, labels, reduction="none")
         return (weights * ce).sum(), weights.sum()
 
@@ -153,7 +192,7 @@ class Runner:
         return evaluate_link_windows(self.windows, emb, scores, self.mode, self.config.eval, self._cands)
 
 
-def _worker(rank: int, world: int, config: Config, out: str, port: int, threads: int) -> None:
+def _worker(rank: int, world: int, config: Config, out: str, port: int, threads: int, layout: str) -> None:
     import torch
     import torch.distributed as dist
 
@@ -161,7 +200,7 @@ def _worker(rank: int, world: int, config: Config, out: str, port: int, threads:
     if world > 1:
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
         dist.init_process_group("gloo", rank=rank, world_size=world)
-    runner = Runner(config, rank, world)
+    runner = Runner(config, rank, world, layout)
     history = []
     out_dir = Path(out)
     metrics = (out_dir / "metrics.jsonl").open("w") if rank == 0 else None
@@ -195,6 +234,7 @@ def summarize(config: Config, runner: Runner, history: list[dict], world: int) -
     return {
         "name": config.name,
         "system": "pytorch-geometric-temporal+ddp",
+        "layout": runner.layout,
         "dataset": runner.graph.name,
         "model": config.model.name,
         "schedule": "psg",
@@ -210,14 +250,17 @@ def summarize(config: Config, runner: Runner, history: list[dict], world: int) -
     }
 
 
-def run(config: Config, out_dir: str | Path, procs: int = 1, threads: int = 1) -> dict:
-    """Train ``config`` with PyG-Temporal + DDP on ``procs`` CPU processes; returns the summary."""
+def run(config: Config, out_dir: str | Path, procs: int = 1, threads: int = 1, layout: str = "full") -> dict:
+    """Train ``config`` with PyG-Temporal + DDP on ``procs`` CPU processes, windows in ``layout``
+    (see the module doc); returns the summary."""
     import torch.multiprocessing as mp
 
+    if layout not in LAYOUTS:
+        raise UserError(f"unknown --layout {layout!r}: choose one of {', '.join(LAYOUTS)}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     dump_config(config, out / "config.yaml")
-    args = (procs, config, str(out), _free_port(), threads)
+    args = (procs, config, str(out), _free_port(), threads, layout)
     if procs == 1:
         _worker(0, *args)
     else:
@@ -231,9 +274,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True, help="run directory (metrics.jsonl, summary.json)")
     p.add_argument("--procs", type=int, default=2, help="DDP processes (gloo)")
     p.add_argument("--threads", type=int, default=1, help="torch threads per process")
+    p.add_argument(
+        "--layout",
+        choices=LAYOUTS,
+        default="full",
+        help="full: each window on the whole node set, one after the other (PyG-T's usual loop); "
+        "packed: active nodes + background node, a rank's windows as one disjoint union",
+    )
     p.add_argument("overrides", nargs="*", help="key=value config overrides")
     a = p.parse_args(argv)
     config = load_config(a.config, a.overrides)
-    summary = run(config, a.out, a.procs, a.threads)
+    summary = run(config, a.out, a.procs, a.threads, a.layout)
     print(json.dumps({k: summary[k] for k in ("best", "median_epoch_seconds")}), file=sys.stderr)
     return 0

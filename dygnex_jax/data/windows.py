@@ -185,7 +185,7 @@ class WindowSet:
     # -------------------------------------------------------------------------------------------
 
     def training_pairs(self, k: int, neg_mult: int, seed: int, epoch: int) -> tuple[np.ndarray, np.ndarray]:
-        """Positives + ``neg_mult``× as many sampled non-edges of the target snapshot.
+        """Positives + ``neg_mult``× as many sampled non-edges of the target snapshot, in local ids.
 
         ``data.neg_sampling``: ``uniform`` draws both ends from all N nodes (an inactive node becomes the
         background node, so training sees background pairs as often as evaluation ranks them);
@@ -197,26 +197,53 @@ class WindowSet:
           pairs: [Q, 2] int32 local pairs (positives first), labels: [Q] int32 (1 edge, 0 non-edge).
         """
         win = self.get(k)
-        pos = win.positives
-        want = len(pos) * neg_mult
+        neg = win.to_local(self._negatives(k, neg_mult, seed, epoch).ravel()).reshape(-1, 2)
+        return _pairs_with_labels(win.positives, neg)
+
+    def global_training_pairs(
+        self, k: int, neg_mult: int, seed: int, epoch: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``training_pairs`` in global node ids (the same pairs, in the same order): for a model that
+        runs a window on the whole node set (the PyTorch baseline's ``full`` layout)."""
+        target = self.graph.snapshots[int(self.targets[k])]
+        return _pairs_with_labels(target, self._negatives(k, neg_mult, seed, epoch))
+
+    def global_features(self, k: int) -> np.ndarray:
+        """[W, N] int32 node input categories of window k over the whole node set (``LocalWindow.feat``
+        of the active nodes; an inactive node has degree 0 in every history snapshot, as the background
+        node)."""
+        t = int(self.targets[k])
+        feat = np.zeros((self.window, self.graph.num_nodes), dtype=np.int32)
+        if self.cfg.features == "degree":
+            for tau in range(self.window):
+                feat[tau] = np.minimum(self._degree[t - self.window + tau], self.num_features - 1)
+        return feat
+
+    def _negatives(self, k: int, neg_mult: int, seed: int, epoch: int) -> np.ndarray:
+        """[Q-, 2] int64 global non-edges of window k's target snapshot (see ``training_pairs``)."""
+        win = self.get(k)
+        want = len(win.positives) * neg_mult
         n = self.graph.num_nodes
         pool = win.nodes if self.cfg.neg_sampling == "active" else np.arange(n)
-        neg = np.zeros((0, 2), np.int32)
-        if want and len(pool) >= 2:
-            rng = np.random.default_rng([seed, epoch, k, 7])
-            parts, have = [], 0
-            for _ in range(20):
-                cand = pool[rng.integers(0, len(pool), size=(int(want * 1.3) + 16, 2))]
-                cand = cand[cand[:, 0] != cand[:, 1]]
-                ok = ~_isin_sorted(cand[:, 0] * n + cand[:, 1], win.positive_codes)
-                parts.append(cand[ok])
-                have += int(ok.sum())
-                if have >= want:
-                    break
-            neg = win.to_local(np.concatenate(parts)[:want].ravel()).reshape(-1, 2)
-        pairs = np.concatenate([pos, neg]).astype(np.int32)
-        labels = np.concatenate([np.ones(len(pos), np.int32), np.zeros(len(neg), np.int32)])
-        return pairs, labels
+        if not want or len(pool) < 2:
+            return np.zeros((0, 2), np.int64)
+        rng = np.random.default_rng([seed, epoch, k, 7])
+        parts, have = [], 0
+        for _ in range(20):
+            cand = pool[rng.integers(0, len(pool), size=(int(want * 1.3) + 16, 2))]
+            cand = cand[cand[:, 0] != cand[:, 1]]
+            ok = ~_isin_sorted(cand[:, 0] * n + cand[:, 1], win.positive_codes)
+            parts.append(cand[ok])
+            have += int(ok.sum())
+            if have >= want:
+                break
+        return np.concatenate(parts)[:want].astype(np.int64).reshape(-1, 2)
+
+
+def _pairs_with_labels(pos: np.ndarray, neg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    pairs = np.concatenate([pos, neg]).astype(np.int32)
+    labels = np.concatenate([np.ones(len(pos), np.int32), np.zeros(len(neg), np.int32)])
+    return pairs, labels
 
 
 def _isin_sorted(values: np.ndarray, sorted_ref: np.ndarray) -> np.ndarray:
