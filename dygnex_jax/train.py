@@ -285,7 +285,7 @@ class Trainer:
             seed=c.train.seed,
             epoch=epoch,
         )
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         loss_sum = weight_sum = 0.0
         real = padded = predicted = 0.0
         skipped = 0
@@ -299,12 +299,13 @@ class Trainer:
             for k in comm:
                 comm[k] += step_comm[k]
             compiled = len(self.train_step.traces)
-            step_start = time.perf_counter()
+            step_start, step_cpu = time.perf_counter(), time.process_time()
             self.params, self.opt_state, stats = self.train_step(
                 self.params, self.opt_state, parallel.shard_batch(self.mesh, batch)
             )
             loss, weight = float(stats["loss"]), float(stats["weight"])
             step_seconds = time.perf_counter() - step_start
+            step_cpu = time.process_time() - step_cpu  # all of this process's threads
             pw = padded_work(budget, self.windows.window)
             if len(self.train_step.traces) == compiled:  # compile time is no step time
                 self.step_log.append((pw, step_seconds))
@@ -330,6 +331,7 @@ class Trainer:
                     "epoch": epoch,
                     "step": i,
                     "seconds": step_seconds,
+                    "cpu_seconds": step_cpu,
                     "compiled": len(self.train_step.traces) > compiled,
                     "predicted_seconds": step_predicted,
                     "budget": list(budget.as_tuple()),
@@ -343,12 +345,13 @@ class Trainer:
             )
             if progress:
                 progress(i + 1, sched.num_steps)
-        seconds = time.perf_counter() - start
+        seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - start_cpu
         sched_stats = summarize(self.train_costs, sched, self.weights)
         return {
             "loss": loss_sum / weight_sum if weight_sum else float("nan"),
             "skipped_steps": skipped,
             "epoch_seconds": seconds,
+            "epoch_cpu_seconds": cpu_seconds,
             "predicted_epoch_seconds": predicted,
             "padding_efficiency": real / padded if padded else 1.0,
             "schedule_padding_efficiency": sched_stats["padding_efficiency"],

@@ -154,7 +154,7 @@ class Runner:
             self.costs, self.world, c.train.batch_size, self.settings, seed=c.train.seed, epoch=epoch
         )
         split = self.windows.splits["train"]
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         loss_total = weight_total = 0.0
         self.model.train()
         for step in sched.steps:
@@ -172,7 +172,15 @@ class Runner:
             self.opt.step()
             loss_total += float(stats[0])
             weight_total += float(stats[1])
-        return {"loss": loss_total / max(weight_total, 1e-12), "epoch_seconds": time.perf_counter() - start}
+        seconds = time.perf_counter() - start
+        cpu = torch.tensor([time.process_time() - start_cpu], dtype=torch.float64)
+        if self.world > 1:
+            dist.all_reduce(cpu)  # CPU seconds of all ranks
+        return {
+            "loss": loss_total / max(weight_total, 1e-12),
+            "epoch_seconds": seconds,
+            "epoch_cpu_seconds": float(cpu),
+        }
 
     def evaluate(self, split: str) -> dict:
         import torch
