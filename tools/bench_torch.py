@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -69,10 +70,14 @@ def run_case(system: str, model: str, dataset: str, seed: int, args, work: Path)
     else:
         cmd = [sys.executable, "tools/torch_baseline.py", "--config", CONFIGS[dataset], "--out", str(out)]
         cmd += ["--procs", str(args.procs), "--threads", str(args.threads), "--layout", variant, *overrides]
-    print(f"[{system}] {model} {dataset} seed {seed}", file=sys.stderr, flush=True)
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise SystemExit(f"{system} {model} {dataset} failed:\n{proc.stderr[-3000:]}")
+    if (out / "summary.json").exists() and args.work:
+        print(f"[{system}] {model} {dataset} seed {seed}: finished run in {out}, reused", file=sys.stderr)
+    else:
+        print(f"[{system}] {model} {dataset} seed {seed}", file=sys.stderr, flush=True)
+        shutil.rmtree(out, ignore_errors=True)
+        proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise SystemExit(f"{system} {model} {dataset} failed:\n{proc.stderr[-3000:]}")
     summary = json.loads((out / "summary.json").read_text())
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     wall = [r["epoch_seconds"] for r in rows]
@@ -92,14 +97,11 @@ def run_case(system: str, model: str, dataset: str, seed: int, args, work: Path)
     }
 
 
-def speedups(row: dict) -> dict:
-    """Per-epoch time of every other system / ours with DyGNeX-G (> 1: ours is faster)."""
-    ours = row.get("ours:dygnex_g", {}).get("epoch_seconds")
-    return {
-        k: v["epoch_seconds"] / ours
-        for k, v in row.items()
-        if ours and isinstance(v, dict) and k != "ours:dygnex_g"
-    }
+def speedups(row: dict, key: str = "epoch_seconds") -> dict:
+    """Per-epoch time (``key``) of every other system / ours with DyGNeX-G (> 1: ours is faster)."""
+    ours = row.get("ours:dygnex_g", {}).get(key)
+    others = {k: v for k, v in row.items() if k in SYSTEMS and k != "ours:dygnex_g"}
+    return {k: v[key] / ours for k, v in others.items()} if ours else {}
 
 
 def table(rows: list[dict], cases: list[str], systems: list[str]) -> str:
@@ -189,7 +191,11 @@ def main(argv=None) -> int:
     p.add_argument(
         "--table-only", action="store_true", help="print the table and plot of --json, run nothing"
     )
-    p.add_argument("--work", default="", help="keep the run directories here (default: a temporary one)")
+    p.add_argument(
+        "--work",
+        default="",
+        help="keep the run directories here (default: a temporary one); a finished run found there is reused",
+    )
     p.add_argument("override", nargs="*", help="extra key=value overrides for both systems")
     a = p.parse_args(argv)
     path = Path(a.json) if a.json else None

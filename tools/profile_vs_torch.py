@@ -1,6 +1,8 @@
 """One training step of the same windows in both systems, on one device: CPU seconds of forward + backward
 (process CPU time, min of ``--repeat``; robust when other jobs share the machine), ours with and without
-the head, and a gather + segment-sum over the step's edges in XLA and in torch.
+the head, PyG-T on our layout and on the whole node set (the baseline runner's two layouts), a gather + segment-sum over the step's edges, and the two GEMM forms of a dense layer on the
+step's node rows — forward ``x @ W`` and the weight gradient ``x.T @ g`` (contraction over the nodes) — in
+XLA and in torch.
 
     python tools/profile_vs_torch.py --config configs/egcn_o_uci.yaml model.name=tgcn model.egcn_gru=rows
 """
@@ -47,7 +49,8 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     torch.set_num_threads(1)
     cfg = load_config(a.config, [*a.overrides, "parallel.devices=1"])
-    tr, rn = Trainer(cfg), Runner(cfg, 0, 1)
+    tr = Trainer(cfg)
+    runners = {layout: Runner(cfg, 0, 1, layout) for layout in ("packed", "full")}
     ids = list(range(*a.windows))
     batch, work, budget = tr.pack([ids], "train", epoch=1)
     local = {k: jnp.asarray(v[0]) for k, v in batch.items()}
@@ -55,7 +58,8 @@ def main(argv=None) -> int:
     full = jax.jit(jax.value_and_grad(make_loss_fn(tr.model), has_aux=True))
     enc = jax.jit(jax.grad(lambda q, b: jnp.sum(tr.model.apply(q, b, method=LinkPredictor.embed))))
 
-    def torch_step():
+    def torch_step(layout):
+        rn = runners[layout]
         num, _ = rn.forward(tr.windows.splits["train"][ids], 1)
         rn.opt.zero_grad()
         num.backward()
@@ -64,8 +68,15 @@ def main(argv=None) -> int:
     s, r = local["senders"][0], local["receivers"][0]
     x = jnp.ones((n, cfg.model.hidden))
     seg = jax.jit(lambda v: jax.ops.segment_sum(v[s], r, num_segments=n))
-    xt = torch.ones(n, cfg.model.hidden)
+    ht = torch.ones(n, cfg.model.hidden)
     st, rt = (torch.as_tensor(np.array(v), dtype=torch.long) for v in (s, r))
+    f_in, h = 2 * cfg.model.hidden, cfg.model.hidden
+    xa, ga, wa = (
+        np.random.default_rng(0).random(shape, dtype=np.float32) for shape in ((n, f_in), (n, h), (f_in, h))
+    )
+    fwd_mm, wgrad_mm = jax.jit(lambda x, w: x @ w), jax.jit(lambda x, g: x.T @ g)
+    xj, gj, wj = map(jnp.asarray, (xa, ga, wa))
+    xt, gt, wt = map(torch.from_numpy, (xa, ga, wa))
     d = work[0]
     print(
         f"budget {budget}; real nodes {d.real_nodes()}, edges per offset {d.real_edges_per_tau().tolist()}, "
@@ -74,12 +85,17 @@ def main(argv=None) -> int:
     rows = {
         "ours fwd+bwd": lambda: jax.block_until_ready(full(params, local)),
         "ours encoder only": lambda: jax.block_until_ready(enc(params, local)),
-        "PyG-T fwd+bwd (1 thread)": torch_step,
+        "PyG-T fwd+bwd, our layout (1 thread)": lambda: torch_step("packed"),
+        "PyG-T fwd+bwd, whole node set (1 thread)": lambda: torch_step("full"),
         "ours gather+segment_sum": lambda: jax.block_until_ready(seg(x)),
-        "torch gather+index_add_": lambda: torch.zeros(n, cfg.model.hidden).index_add_(0, rt, xt[st]),
+        "torch gather+index_add_": lambda: torch.zeros(n, cfg.model.hidden).index_add_(0, rt, ht[st]),
+        f"ours x @ W [{n},{f_in}]x[{f_in},{h}]": lambda: jax.block_until_ready(fwd_mm(xj, wj)),
+        "torch x @ W": lambda: xt @ wt,
+        f"ours x.T @ g [{f_in},{n}]x[{n},{h}]": lambda: jax.block_until_ready(wgrad_mm(xj, gj)),
+        "torch x.T @ g": lambda: xt.T @ gt,
     }
     for name, fn in rows.items():
-        print(f"{name:28s} {cpu_seconds(fn, a.repeat):.4f} CPU s")
+        print(f"{name:40s} {cpu_seconds(fn, a.repeat):.5f} CPU s")
     return 0
 
 
