@@ -205,6 +205,8 @@ def pack_node_device(work: DeviceWork, budget: Budget, window_len: int, num_feat
         out["node_count"][node_off : node_off + m] = 1
         for tau, (edges, weights) in enumerate(zip(win.edges, win.weights)):
             lo, hi = edge_off[tau], edge_off[tau] + len(edges)
+            if hi > e:
+                raise ValueError("the work does not fit the budget")
             out["senders"][tau, lo:hi] = edges[:, 0] + node_off
             out["receivers"][tau, lo:hi] = edges[:, 1] + node_off
             out["edge_mask"][tau, lo:hi] = weights
