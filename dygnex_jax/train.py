@@ -28,8 +28,7 @@ from . import checkpoint, distributed, parallel, partition
 from .comm import collective_bytes
 from .config import Config, TrainConfig, dump_config, to_dict
 from .data import datasets as _datasets
-from .data.node_windows import NodeWindowSet
-from .data.windows import WindowSet
+from .data.node_windows import task_windows
 from .errors import UserError
 from .evaluation import evaluate_link_windows, mse_from_sums
 from .graphs import (
@@ -119,7 +118,7 @@ class Trainer:
         # --- data -------------------------------------------------------------------------------
         self.graph = graph if graph is not None else _datasets.load_dataset(c.data)
         self.task = c.data.task
-        self.windows = (NodeWindowSet if self.task == "node_reg" else WindowSet)(self.graph, c.data)
+        self.windows = task_windows(self.graph, c.data)
         self.train_costs = self.windows.costs("train", c.data.neg_mult)
         self.schedule_costs = self.windows.schedule_costs("train", c.data.neg_mult, c.schedule.time_resolved)
         # --- mesh -------------------------------------------------------------------------------

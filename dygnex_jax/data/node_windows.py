@@ -125,3 +125,10 @@ class NodeWindowSet:
                 k, t, [g.snapshots[s] for s in gs], weights, x, g.signal[t].astype(np.float32)
             )
         return self._cache[k]
+
+
+def task_windows(graph: DynamicGraph, cfg: DataConfig):
+    """The window set of ``cfg.task``: ``NodeWindowSet`` for node_reg, else the link ``WindowSet``."""
+    from .windows import WindowSet
+
+    return (NodeWindowSet if cfg.task == "node_reg" else WindowSet)(graph, cfg)
