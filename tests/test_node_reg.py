@@ -109,6 +109,12 @@ def test_lags_target_and_graph_alignment(window, lags):
             np.testing.assert_array_equal(win.x[tau], g.signal[i : i + lags].T)
             np.testing.assert_array_equal(win.edges[tau], g.snapshots[i])
             np.testing.assert_array_equal(win.weights[tau], g.weights[i])
+    no_val = NodeWindowSet(
+        g, DataConfig(window=window, lags=lags, train_frac=0.5, val_frac=0.0, task="node_reg")
+    )
+    assert no_val.costs("val").shape == (0, 3) and len(no_val.splits["test"]) == len(ws) - len(
+        ws.splits["train"]
+    )
     # by hand, window 1 / lags 4 / target 4 (the first): inputs are steps 0..3, the graph of step 0
     if (window, lags) == (1, 4):
         assert ws.targets[0] == 4
@@ -268,3 +274,41 @@ def test_cli_train_writes_mse_and_picks_the_lowest(data_root, tmp_path):
     best = min(rows, key=lambda r: r["val_mse"])
     assert summary["best"]["epoch"] == best["epoch"] and summary["best"]["val_mse"] == best["val_mse"]
     assert "val MSE" in result.stderr
+
+
+@pytest.mark.parametrize("name", ["gcrn_gru", "tgcn"])
+def test_node_regressor_equals_pyg_temporal_with_edge_weights(name):
+    """Encoder + head against PyG-T's GConvGRU / TGCN + ReLU + Linear, stepping the hidden state through
+    the window's snapshots with their edge weights (self-loops included), two windows packed."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch_geometric")  # PyG-T itself is imported through pyg_compat
+    from test_parity import map_gcrn_gru, map_tgcn
+
+    from dygnex_jax.baselines.pyg_compat import recurrent
+    from dygnex_jax.config import ModelConfig
+    from dygnex_jax.graphs import DeviceWork
+    from dygnex_jax.models import create_model
+
+    torch.manual_seed(0)
+    g = signal_graph(t=12)
+    ws = NodeWindowSet(g, DataConfig(window=3, lags=2, train_frac=0.5, val_frac=0.2, task="node_reg"))
+    f, h, k = 2, 8, 2
+    layer = recurrent().GConvGRU(f, h, k) if name == "gcrn_gru" else recurrent().TGCN(f, h)
+    linear = torch.nn.Linear(h, 1)
+    t = {f"cells.0.{key}": v.detach().numpy() for key, v in layer.named_parameters()}
+    enc = map_gcrn_gru(t, 1, k) if name == "gcrn_gru" else map_tgcn(t, 1, k)
+    head = {"out": {"kernel": linear.weight.detach().numpy().T, "bias": linear.bias.detach().numpy()}}
+    params = jax.tree.map(jnp.asarray, {"params": {"encoder": enc, "head": head}})
+    model = create_model(ModelConfig(name=name, hidden=h, layers=1, cheb_k=k), f, "node_reg")
+
+    wins = [ws.get(i) for i in (0, 4)]
+    work = DeviceWork(wins, [np.arange(9, dtype=np.int32)] * 2, [w.y for w in wins])
+    batch = pack_node_device(work, Budget(40, 120, 40, 3), 3, f)
+    ours = np.asarray(model.apply(params, {key: jnp.asarray(v) for key, v in batch.items()}))
+    for j, win in enumerate(wins):
+        state = None
+        for tau in range(3):
+            ei = torch.as_tensor(win.edges[tau].T.astype(np.int64))
+            state = layer(torch.as_tensor(win.x[tau]), ei, torch.as_tensor(win.weights[tau]), state)
+        want = linear(torch.relu(state))[:, 0].detach().numpy()
+        np.testing.assert_allclose(ours[9 * j : 9 * j + 9], want, rtol=1e-5, atol=1e-5)

@@ -97,7 +97,8 @@ class NodeWindowSet:
     def edge_profile(self, split: str) -> np.ndarray:
         """[K_split, W] edges of every window of a split at every time offset."""
         counts = self.graph.edge_counts()
-        return np.stack([counts[self.graph_steps(k)] for k in self.splits[split]]).astype(np.float64)
+        rows = [counts[self.graph_steps(k)] for k in self.splits[split]]
+        return np.stack(rows).astype(np.float64) if rows else np.zeros((0, self.window))
 
     def costs(self, split: str, neg_mult: int | None = None) -> np.ndarray:
         """[K_split, 3] (nodes, edges summed over the W snapshots, target nodes); ``neg_mult`` is ignored
