@@ -23,10 +23,18 @@ from .errors import UserError
 PARTITIONED_MODELS = ("egcn_o", "gcrn_gru")
 
 
+# Tasks (data.task): link prediction of the next snapshot, or node regression of the next signal value.
+TASKS = ("link", "node_reg")
+
+
 @dataclasses.dataclass
 class DataConfig:
+    # What a window predicts: "link" (the edges of the next snapshot, EvolveGCN) or "node_reg" (every
+    # node's signal value at the target step, PyG-Temporal's signal datasets; see data/signals.py).
+    task: str = "link"
     # Dataset: "synthetic" (embedded default), a named real dataset (bitcoin_otc, bitcoin_alpha,
-    # uci_collegemsg, as733, enron_dysat), or "edges" / "intervals" to read `path`.
+    # uci_collegemsg, as733, enron_dysat; node_reg: chickenpox_hungary, pedalme_london, england_covid,
+    # montevideo_bus), or "edges" / "intervals" to read `path`.
     dataset: str = "synthetic"
     # Data root holding the named datasets; "" = $DYGNEX_DATA, else ../shared/datasets when it exists.
     root: str = ""
@@ -43,6 +51,9 @@ class DataConfig:
     features: str = "degree"
     max_degree: int = 64  # degrees >= this share the last one-hot slot
     window: int = 10  # W: history snapshots per window; the target is the next snapshot
+    # node_reg: a snapshot's node input is its last `lags` signal values (PyG-T's examples: window 1,
+    # lags 4 on chickenpox; window W, lags 1 is the recurrent form). Ignored by link.
+    lags: int = 1
     train_frac: float = 0.7  # chronological split of target snapshots (EvolveGCN: 0.7 / 0.1 / 0.2)
     val_frac: float = 0.1
     neg_mult: int = 10  # training negatives per positive target edge, resampled every epoch
@@ -275,6 +286,13 @@ def validate(config: Config) -> None:
             f"train.on_nonfinite must be stop or skip, got {t.on_nonfinite!r}",
         ),
         (d.window >= 1, f"data.window must be positive, got {d.window}"),
+        (d.task in TASKS, f"data.task must be one of {', '.join(TASKS)}, got {d.task!r}"),
+        (d.lags >= 1, f"data.lags must be positive, got {d.lags}"),
+        (
+            d.task == "link" or config.schedule.method not in ("snapshot", "vertex"),
+            f"schedule.method={config.schedule.method} runs data.task=link only, not {d.task!r}: "
+            "use psg, dygnex_g or dygnex_l for it",
+        ),
         (d.neg_mult >= 0, f"data.neg_mult must be >= 0, got {d.neg_mult}"),
         (0 < d.train_frac < 1, f"data.train_frac must be in (0, 1), got {d.train_frac}"),
         (

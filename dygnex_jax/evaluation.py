@@ -181,3 +181,11 @@ def evaluate_link_windows(windows, embeddings: dict, local_scores, mode: str, ev
         mrrs.append(mrr)
         counts.append(count)
     return {"map": weighted_mean(maps, counts), "mrr": weighted_mean(mrrs, counts), "snapshots": len(maps)}
+
+
+def mse_from_sums(sums: list[tuple[float, float]]) -> dict:
+    """Node regression: (sum of squared errors, target count) per evaluation step -> {"mse", "nodes"}:
+    the mean over every real target node of the split, one division at the end (NaN without any)."""
+    sse = float(sum(float(a) for a, _ in sums))
+    count = float(sum(float(b) for _, b in sums))
+    return {"mse": sse / count if count else float("nan"), "nodes": int(count)}

@@ -46,9 +46,9 @@ def bucket(n: int, ratio: float, minimum: int) -> int:
 class DeviceWork:
     """What one device runs in a step, before padding."""
 
-    windows: list[LocalWindow]
-    pairs: list[np.ndarray]  # per window [Q_j, 2] local pairs (may be empty arrays)
-    labels: list[np.ndarray]  # per window [Q_j] int labels
+    windows: list[LocalWindow]  # node_reg: NodeWindow (data/node_windows.py)
+    pairs: list[np.ndarray]  # per window [Q_j, 2] local pairs (may be empty); node_reg: [Q_j] target nodes
+    labels: list[np.ndarray]  # per window [Q_j] int labels; node_reg: [Q_j] float target values
 
     def real_nodes(self) -> int:
         return sum(w.num_local for w in self.windows)
@@ -161,3 +161,63 @@ def padded_work(budget: Budget, window_len: int) -> np.ndarray:
 def real_work(work: DeviceWork) -> np.ndarray:
     """[3] (nodes, edges summed over time, pairs) of real work on one device."""
     return np.array([work.real_nodes(), work.real_edges_per_tau().sum(), work.real_pairs()], np.float64)
+
+
+def pack_node_device(work: DeviceWork, budget: Budget, window_len: int, num_features: int) -> dict:
+    """One device's padded arrays for node regression (``data.task: node_reg``); the budget's pairs are
+    target nodes.
+
+    Returns a dict of numpy arrays:
+      x: float32 [W, N, F] node inputs (lagged signal values; 0 for padding nodes).
+      senders, receivers: int32 [W, E] packed node ids; padding edges are (N-1, N-1).
+      edge_mask: float32 [W, E] the edge weight of real edges, 0 for padding edges.
+      node_window: int32 [N] window slot of every node, K for padding nodes.
+      window_sizes: int32 [K+1] nodes per window slot, the last entry = padding nodes.
+      node_count: int32 [N] 1 for real nodes, 0 for padding nodes.
+      target_node: int32 [Q] packed ids of target nodes; padding targets are N-1.
+      target_value: float32 [Q] the signal to predict (0 for padding).
+      target_weight: float32 [Q] 1 for real targets, 0 for padding.
+    """
+    n, e, q, k, w = budget.nodes, budget.edges, budget.pairs, budget.windows, window_len
+    f, pad = num_features, n - 1
+    out = {
+        "x": np.zeros((w, n, f), np.float32),
+        "senders": np.full((w, e), pad, np.int32),
+        "receivers": np.full((w, e), pad, np.int32),
+        "edge_mask": np.zeros((w, e), np.float32),
+        "node_window": np.full(n, k, np.int32),
+        "window_sizes": np.zeros(k + 1, np.int32),
+        "node_count": np.zeros(n, np.int32),
+        "target_node": np.full(q, pad, np.int32),
+        "target_value": np.zeros(q, np.float32),
+        "target_weight": np.zeros(q, np.float32),
+    }
+    if len(work.windows) > k:
+        raise ValueError(f"{len(work.windows)} windows exceed the budget of {k}")
+    node_off, pair_off, edge_off = 0, 0, np.zeros(w, np.int64)
+    for j, (win, nodes, values) in enumerate(zip(work.windows, work.pairs, work.labels)):
+        m = win.num_local
+        if node_off + m >= n:
+            raise ValueError("the work does not fit the budget")
+        out["x"][:, node_off : node_off + m] = win.x
+        out["node_window"][node_off : node_off + m] = j
+        out["window_sizes"][j] = m
+        out["node_count"][node_off : node_off + m] = 1
+        for tau, (edges, weights) in enumerate(zip(win.edges, win.weights)):
+            lo, hi = edge_off[tau], edge_off[tau] + len(edges)
+            if hi > e:
+                raise ValueError("the work does not fit the budget")
+            out["senders"][tau, lo:hi] = edges[:, 0] + node_off
+            out["receivers"][tau, lo:hi] = edges[:, 1] + node_off
+            out["edge_mask"][tau, lo:hi] = weights
+            edge_off[tau] = hi
+        nq = len(nodes)
+        out["target_node"][pair_off : pair_off + nq] = nodes + node_off
+        out["target_value"][pair_off : pair_off + nq] = values
+        out["target_weight"][pair_off : pair_off + nq] = 1.0
+        node_off += m
+        pair_off += nq
+    if edge_off.max(initial=0) > e or pair_off > q:
+        raise ValueError("the work does not fit the budget")
+    out["window_sizes"][k] = n - node_off
+    return out

@@ -149,9 +149,7 @@ def make_train_step(loss_fn: LossFn, tx: optax.GradientTransformation, mesh: Mes
     traces: list = []
 
     def step(params, opt_state, batch):
-        traces.append(
-            tuple(batch["senders"].shape) + tuple(batch["pair_src"].shape) + tuple(batch["feat"].shape)
-        )
+        traces.append(tuple((k, tuple(v.shape)) for k, v in sorted(batch.items())))
         num, den, grads = grad_fn(params, batch)
         den = jnp.maximum(den, 1e-12)
         grads = jax.tree.map(lambda g: g / den, grads)
@@ -181,6 +179,18 @@ def make_embed_step(embed_fn: Callable[[dict, dict], jax.Array], mesh: Mesh) -> 
     )
 
 
+def make_sum_step(loss_fn: LossFn, mesh: Mesh) -> Callable:
+    """Jitted ``(params, batch) -> (loss sum, weight sum)`` psum-ed over devices, no gradient: the
+    evaluation of a task whose metric is a mean of per-example losses (node regression's MSE)."""
+
+    def per_device(params, batch):
+        return jax.lax.psum(loss_fn(params, _local(batch)), AXIS)
+
+    return jax.jit(
+        shard_map(per_device, mesh=mesh, in_specs=(P(), P(AXIS)), out_specs=(P(), P()), check_vma=False)
+    )
+
+
 # --- vertex partition -------------------------------------------------------------------------------
 
 
@@ -194,6 +204,7 @@ VERTEX_COMM = Comm(
     gather=lambda x: jax.lax.all_gather(x, AXIS, tiled=True),
     sum=lambda x: jax.lax.psum(x, AXIS),
     own=_own_rows,
+    to_global=lambda ids, n: ids + jax.lax.axis_index(AXIS) * n,
 )
 
 

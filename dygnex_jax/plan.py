@@ -19,6 +19,7 @@ import numpy as np
 
 from .config import Config
 from .data import datasets
+from .data.node_windows import task_windows
 from .data.windows import WindowSet
 from .graphs import bucket
 from .schedule import Schedule, cost_weights, schedule
@@ -55,7 +56,7 @@ def plan(config: Config, devices: int, ws: WindowSet | None = None, model: CostM
     """Schedule one epoch of the training windows and measure it (no training)."""
     if config.schedule.method == "dygnex_l":
         require_installed(config.schedule)
-    ws = ws if ws is not None else WindowSet(datasets.load_dataset(config.data), config.data)
+    ws = ws if ws is not None else task_windows(datasets.load_dataset(config.data), config.data)
     costs = ws.costs("train", config.data.neg_mult)
     weights = cost_weights(config.schedule)
     sched_costs = ws.schedule_costs("train", config.data.neg_mult, config.schedule.time_resolved)

@@ -160,9 +160,9 @@ class Instance:
 def instance_from_config(config: Config) -> Instance:
     """The training windows of a config's dataset (loads the data; no JAX)."""
     from .data import datasets
-    from .data.windows import WindowSet
+    from .data.node_windows import task_windows
 
-    ws = WindowSet(datasets.load_dataset(config.data), config.data)
+    ws = task_windows(datasets.load_dataset(config.data), config.data)
     costs = ws.costs("train", config.data.neg_mult)
     return Instance(ws.graph.name, costs, ws.edge_profile("train"))
 

@@ -28,15 +28,16 @@ from . import checkpoint, distributed, parallel, partition
 from .comm import collective_bytes
 from .config import Config, TrainConfig, dump_config, to_dict
 from .data import datasets as _datasets
-from .data.windows import WindowSet
+from .data.node_windows import task_windows
 from .errors import UserError
-from .evaluation import evaluate_link_windows
+from .evaluation import evaluate_link_windows, mse_from_sums
 from .graphs import (
     Budget,
     DeviceWork,
     bucket,
     node_offsets,
     pack_device,
+    pack_node_device,
     padded_work,
     real_work,
     stack_devices,
@@ -63,27 +64,43 @@ def pair_loss(logits: jax.Array, batch: dict) -> tuple[jax.Array, jax.Array]:
     return jnp.sum(w * ce), jnp.sum(w)
 
 
+def node_loss(pred: jax.Array, batch: dict) -> tuple[jax.Array, jax.Array]:
+    """[N] predicted node values -> (sum of squared errors over real target nodes, their count)."""
+    err = pred[batch["target_node"]] - batch["target_value"]
+    w = batch["target_weight"]
+    return jnp.sum(w * err * err), jnp.sum(w)
+
+
+# --- tasks (data.task): what differs between them is looked up here and branched on in Trainer's
+# __init__ (windows, model, evaluation step), device_work, pack and evaluate. TASK_LOSS: (model output,
+# batch) -> (loss sum, weight sum). TASK_METRICS: evaluation metrics (metrics.jsonl keys
+# "{split}_{name}"; the first picks the best epoch) and whether the best is the max or the min.
+TASK_LOSS = {"link": pair_loss, "node_reg": node_loss}
+TASK_METRICS = {"link": (("map", "mrr"), max), "node_reg": (("mse",), min)}
+
+
 class NonFiniteStep(UserError):
     """A train step whose loss, gradient or update is not finite (``train.on_nonfinite: stop``)."""
 
 
-def make_loss_fn(model: LinkPredictor):
-    """``(params, batch) -> (sum of class-weighted CE over real pairs, sum of their weights)``."""
+def make_loss_fn(model, loss=pair_loss):
+    """``(params, batch) -> (loss sum, weight sum)`` of the task's ``loss`` (default: link prediction,
+    the sum of class-weighted CE over real pairs and the sum of their weights)."""
 
     def loss_fn(params, batch):
-        return pair_loss(model.apply(params, batch), batch)
+        return loss(model.apply(params, batch), batch)
 
     return loss_fn
 
 
-def make_step_loss(method: str, model: LinkPredictor, n_devices: int):
+def make_step_loss(method: str, model, n_devices: int, loss=pair_loss):
     """The per-device loss of a method's step: whole windows per device (psg, dygnex_*), a time
     pipeline (snapshot) or node ranges (vertex); see parallel.py."""
     if method == "snapshot":
-        return parallel.pipeline_loss(model, pair_loss, n_devices)
+        return parallel.pipeline_loss(model, loss, n_devices)
     if method == "vertex":
-        return parallel.vertex_loss(model, pair_loss)
-    return make_loss_fn(model)
+        return parallel.vertex_loss(model, loss)
+    return make_loss_fn(model, loss)
 
 
 class Trainer:
@@ -100,7 +117,8 @@ class Trainer:
             require_installed(c.schedule)
         # --- data -------------------------------------------------------------------------------
         self.graph = graph if graph is not None else _datasets.load_dataset(c.data)
-        self.windows = WindowSet(self.graph, c.data)
+        self.task = c.data.task
+        self.windows = task_windows(self.graph, c.data)
         self.train_costs = self.windows.costs("train", c.data.neg_mult)
         self.schedule_costs = self.windows.schedule_costs("train", c.data.neg_mult, c.schedule.time_resolved)
         # --- mesh -------------------------------------------------------------------------------
@@ -109,7 +127,7 @@ class Trainer:
         self.local_rows = parallel.local_rows(self.mesh)  # the devices whose batches this process packs
         check_sizes(len(self.train_costs), self.n_devices, c.train.batch_size)
         # --- model & optimiser ------------------------------------------------------------------
-        self.model = create_model(c.model, self.windows.num_features)
+        self.model = create_model(c.model, self.windows.num_features, self.task)
         self.tx = create_optimizer(c.train)
         # --- cost model: the scheduler's weights (seconds per node / edge / pair when profiled) ---
         if c.schedule.cost_model:
@@ -138,7 +156,7 @@ class Trainer:
                 f"parallel.micro_batches={self.micro_batches} exceeds train.batch_size={c.train.batch_size}: "
                 "use fewer micro-batches"
             )
-        step_loss = make_step_loss(self.method, self.model, self.n_devices)
+        step_loss = make_step_loss(self.method, self.model, self.n_devices, TASK_LOSS[self.task])
         self.train_step = parallel.make_train_step(step_loss, self.tx, self.mesh)
         self._comm_bytes: dict[tuple, dict] = {}
         self.embed_step = parallel.make_embed_step(
@@ -147,6 +165,9 @@ class Trainer:
         self.score_fn = jax.jit(dense_pair_scores)
         self.candidate_mode = self._candidate_mode()
         self._eval_candidates: dict[int, tuple] = {}
+        if self.task == "node_reg":  # evaluation: the loss summed over the mesh (MSE), see evaluate
+            self.sum_step = parallel.make_sum_step(make_loss_fn(self.model, node_loss), self.mesh)
+            self.candidate_mode = "none"
 
     def set_cost_model(self, model: CostModel) -> None:
         """Use ``model``'s seconds per node, edge and pair as the scheduler's alpha, beta, gamma (the
@@ -180,6 +201,10 @@ class Trainer:
 
     def device_work(self, window_ids, split: str, epoch: int) -> DeviceWork:
         wins = [self.windows.get(int(k)) for k in window_ids]
+        if self.task == "node_reg":  # every node is a target, in training and evaluation alike
+            return DeviceWork(
+                wins, [np.arange(w.num_local, dtype=np.int32) for w in wins], [w.y for w in wins]
+            )
         if split == "train":
             c = self.config
             samples = [
@@ -226,7 +251,11 @@ class Trainer:
         cw = self.config.train.class_weights
         if rows is None:
             rows = self.local_rows if groups == self.n_devices else range(groups)
-        batch = stack_devices([pack_device(work[p], budget, self.windows.window, cw) for p in rows])
+        if self.task == "node_reg":
+            nf = self.windows.num_features
+            batch = stack_devices([pack_node_device(work[p], budget, self.windows.window, nf) for p in rows])
+        else:
+            batch = stack_devices([pack_device(work[p], budget, self.windows.window, cw) for p in rows])
         return batch, work, budget
 
     def pack_train(self, step: list, epoch: int):
@@ -410,7 +439,9 @@ class Trainer:
         return np.asarray(s)[:n, :n]
 
     def evaluate(self, split: str) -> dict:
-        """MAP and MRR of a split (EvolveGCN's definitions, see evaluation.py)."""
+        """MAP and MRR of a split (EvolveGCN's definitions, see evaluation.py); node_reg: its MSE."""
+        if self.task == "node_reg":
+            return self.evaluate_sums(split)
         head = parallel.to_host(self.params["params"]["head"])  # a host copy: scoring runs per process
         return evaluate_link_windows(
             self.windows,
@@ -420,6 +451,17 @@ class Trainer:
             self.config.eval,
             self._eval_candidates,
         )
+
+    def evaluate_sums(self, split: str) -> dict:
+        """MSE of a split (node_reg): every step's loss sum and target count psum-ed on the mesh, then
+        summed over steps and divided once."""
+        ids = np.arange(len(self.windows.splits[split]))
+        per_step, sums = self._eval_per_step(), []
+        for lo in range(0, len(ids), per_step):
+            step = [list(part) for part in np.array_split(ids[lo : lo + per_step], self.n_devices)]
+            batch, _, _ = self.pack(step, split, epoch=0)
+            sums.append(parallel.to_host(self.sum_step(self.params, parallel.shard_batch(self.mesh, batch))))
+        return mse_from_sums(sums)
 
 
 # -------------------------------------------------------------------------------------------------
@@ -537,17 +579,18 @@ def train_and_evaluate(
             for split in ("val", "test"):
                 if len(w.splits[split]):
                     m = trainer.evaluate(split)
-                    row[f"{split}_map"], row[f"{split}_mrr"] = m["map"], m["mrr"]
+                    row.update({f"{split}_{k}": m[k] for k in TASK_METRICS[trainer.task][0]})
             row["eval_seconds"] = time.perf_counter() - start
         history.append(row)
         metrics_file.write(json.dumps(row) + "\n")
         metrics_file.flush()
         steps_file.write("".join(json.dumps(r) + "\n" for r in trainer.last_steps))
         steps_file.flush()
+        names = TASK_METRICS[trainer.task][0]
         evals = "".join(
-            f"  {s} MAP {row[f'{s}_map']:.4f} MRR {row[f'{s}_mrr']:.4f}"
+            f"  {s}" + "".join(f" {k.upper()} {row[f'{s}_{k}']:.4f}" for k in names)
             for s in ("val", "test")
-            if f"{s}_map" in row
+            if f"{s}_{names[0]}" in row
         )
         skipped = f"  skipped {row['skipped_steps']} non-finite step(s)" if row["skipped_steps"] else ""
         progress.line(
@@ -567,11 +610,12 @@ def train_and_evaluate(
 
 
 def summarize_run(config: Config, trainer: Trainer, history: list[dict]) -> dict:
-    evaluated = [r for r in history if "val_map" in r]
-    key = "val_map" if evaluated and not all(math.isnan(r["val_map"]) for r in evaluated) else None
-    best = max(evaluated, key=lambda r: -1 if math.isnan(r[key]) else r[key]) if key else history[-1]
+    names, better = TASK_METRICS[config.data.task]
+    key = f"val_{names[0]}"
+    evaluated = [r for r in history if key in r and not math.isnan(r[key])]
+    best = better(evaluated, key=lambda r: r[key]) if evaluated else history[-1]
     timed = [r["epoch_seconds"] for r in history[1:]] or [history[0]["epoch_seconds"]]
-    pick = ("loss", "val_map", "val_mrr", "test_map", "test_mrr")
+    pick = ("loss", *(f"{s}_{k}" for s in ("val", "test") for k in names))
     return {
         "name": config.name,
         "dataset": trainer.graph.name,

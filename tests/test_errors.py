@@ -80,6 +80,22 @@ CASES = {
         ["train", "--config", SMOKE, "schedule.method=vertex", "model.name=tgcn"],
         "schedule.method=vertex runs model.name egcn_o or gcrn_gru",
     ),
+    "partition-task": (
+        ["train", "--config", SMOKE, "schedule.method=vertex", "data.task=node_reg"],
+        "schedule.method=vertex runs data.task=link only",
+    ),
+    "task-without-signal": (["train", "--config", SMOKE, "data.task=node_reg"], "needs a node signal"),
+    "signal-json-malformed": (
+        [
+            "train",
+            "--config",
+            SMOKE,
+            "data.task=node_reg",
+            "data.dataset=pedalme_london",
+            "data.root={bad_signal}",
+        ],
+        "is not valid JSON",
+    ),
     "unknown-solver": (
         ["train", "--config", SMOKE, "schedule.method=dygnex_l", "schedule.solver=NOPE"],
         "unknown schedule.solver 'NOPE'",
@@ -179,6 +195,10 @@ def inputs(tmp_path):
     (d / "half_run" / "metrics.jsonl").write_text('{"epoch": 1}\n')
     (d / "finished").mkdir()
     (d / "finished" / "metrics.jsonl").write_text('{"epoch": 1}\n')
+    (d / "bad_signal" / "pedalme_london").mkdir(parents=True)
+    (d / "bad_signal" / "pedalme_london" / "pedalme_london.json.gz").write_bytes(
+        gzip.compress(b'{"edges": [[0, 1],')
+    )
     installed = installed_milp_solvers()
     return {
         "nowhere": str(tmp_path / "no" / "such"),
@@ -196,6 +216,7 @@ def inputs(tmp_path):
         "bad_yaml": write("bad.yaml", "train: [unclosed\n"),
         "missing_solver": next((s for s in ("GLPK_MI", "CBC", "SCIP", "GUROBI") if s not in installed), ""),
         "a_file": write("a_file", "not a directory\n"),
+        "bad_signal": str(d / "bad_signal"),
         "finished_run": str(d / "finished"),
         "half_checkpoint_run": str(d / "half_run"),
         "fake_checkpoint_run": str(fake_checkpoint_run(d / "fake_run")),

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..config import DataConfig
 from ..errors import UserError
-from . import synthetic
+from . import signals, synthetic
 from .graph import DynamicGraph
 from .loaders import edge_stream_to_graph, load_edge_intervals, load_snapshot_edges, read_edge_stream
 
@@ -20,8 +20,9 @@ class NamedDataset:
     Fields:
       name: registry key (``data.dataset``).
       folder / file: the main file is ``root/folder/file``.
-      kind: "stream" (edge stream bucketed by ``aggr_time``), "intervals" (edge-interval CSV) or
-        "snapshots" (rows carry their snapshot index).
+      kind: "stream" (edge stream bucketed by ``aggr_time``), "intervals" (edge-interval CSV),
+        "snapshots" (rows carry their snapshot index) or "signal" (PyG-Temporal JSON: a graph per
+        step + node signal, for data.task=node_reg; data/signals.py).
       aggr_time: default seconds per snapshot of a stream (EvolveGCN's choice).
       last_snapshots: default number of last snapshots kept (0 = all).
       extra: further files, by role: "dates" (intervals), "stream" (raw stream behind a snapshot file).
@@ -85,6 +86,11 @@ NAMED: dict[str, NamedDataset] = {
             "snapshots",
             extra=(("stream", "enron_edges.csv.gz"),),
         ),
+        # PyTorch Geometric Temporal's signal datasets (node regression), native steps
+        NamedDataset("chickenpox_hungary", "chickenpox_hungary", "chickenpox.json.gz", "signal"),
+        NamedDataset("pedalme_london", "pedalme_london", "pedalme_london.json.gz", "signal"),
+        NamedDataset("england_covid", "england_covid", "england_covid.json.gz", "signal"),
+        NamedDataset("montevideo_bus", "montevideo_bus", "montevideo_bus.json.gz", "signal"),
     ]
 }
 
@@ -131,6 +137,13 @@ def _load_named(ds: NamedDataset, cfg: DataConfig) -> DynamicGraph:
     root = resolve_root(cfg.root)
     rebucket = cfg.aggr_time > 0 or cfg.num_snapshots > 0
     flags = {"symmetric": cfg.symmetric, "self_loops": cfg.self_loops}
+    if ds.kind == "signal":
+        if rebucket:
+            raise UserError(
+                f"dataset {ds.name!r} has native steps: data.aggr_time / data.num_snapshots do not apply "
+                "(set them to 0)"
+            )
+        return signals.LOADERS[ds.name](_require(ds.path(root), ds.name, root), ds.name)
     if ds.kind == "intervals":
         if rebucket:
             raise UserError(
@@ -203,4 +216,9 @@ def load_dataset(cfg: DataConfig) -> DynamicGraph:
         )
     if int(graph.edge_counts().sum()) == 0:
         raise UserError(f"dataset {name!r} has no edges in its snapshots: check the data and data.self_loops")
+    if cfg.task == "node_reg" and graph.signal is None:
+        with_signal = ", ".join(d.name for d in NAMED.values() if d.kind == "signal")
+        raise UserError(
+            f"data.task=node_reg needs a node signal, which {name!r} has not: use one of {with_signal}"
+        )
     return graph

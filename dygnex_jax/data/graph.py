@@ -22,6 +22,7 @@ class DynamicGraph:
       times: [T] float64 start of each snapshot's time bucket (seconds, or snapshot index when the
         source has none).
       info: free-form facts about the source (file, number of raw rows, bucket size, ...).
+      signal: None, or [T, N] float32 node values per snapshot (node regression; data/signals.py).
     """
 
     name: str
@@ -31,6 +32,7 @@ class DynamicGraph:
     node_ids: np.ndarray | None = None
     times: np.ndarray | None = None
     info: dict = dataclasses.field(default_factory=dict)
+    signal: np.ndarray | None = None
 
     @property
     def num_snapshots(self) -> int:
@@ -47,5 +49,6 @@ class DynamicGraph:
             snapshots=self.snapshots[start:stop],
             weights=None if self.weights is None else self.weights[start:stop],
             times=None if self.times is None else self.times[start:stop],
+            signal=None if self.signal is None else self.signal[start:stop],
             info={**self.info, "selected": [start, stop]},
         )

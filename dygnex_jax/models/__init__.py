@@ -1,4 +1,4 @@
-"""Model registry: a DGNN encoder by name + the link-prediction head.
+"""Model registry: a DGNN encoder by name + the task's head (link prediction, or node regression).
 
 Adding a model = one new file with a Flax linen encoder ``(batch) -> [N, hidden]`` + one line here.
 """
@@ -16,7 +16,7 @@ from .gc_lstm import GCLSTM
 from .gcn_gru import GCNGRU
 from .gconv_lstm import GConvLSTM
 from .gcrn_gru import GCRNGRU
-from .head import LinkHead, dense_pair_scores
+from .head import LinkHead, NodeHead, dense_pair_scores
 from .mpnn_lstm import MPNNLSTM
 from .tgcn import TGCN
 
@@ -60,10 +60,28 @@ class LinkPredictor(nn.Module):
         return self.encoder.advance(carry, xs)
 
 
-def create_model(cfg: ModelConfig, num_features: int) -> LinkPredictor:
+class NodeRegressor(nn.Module):
+    """Encoder + ``NodeHead`` (``data.task: node_reg``): ``__call__`` -> [N] predicted value of every
+    packed node at the target step; ``embed`` -> [N, H]."""
+
+    encoder: nn.Module
+    head: NodeHead
+
+    def __call__(self, batch: dict) -> jax.Array:
+        return self.head(self.encoder(batch))
+
+    def embed(self, batch: dict) -> jax.Array:
+        return self.encoder(batch)
+
+
+def create_model(cfg: ModelConfig, num_features: int, task: str = "link") -> nn.Module:
+    """The encoder ``model.name`` with the head of ``data.task``."""
     if cfg.name not in ENCODERS:
         raise UserError(f"unknown model.name {cfg.name!r}: choose one of {', '.join(sorted(ENCODERS))}")
-    return LinkPredictor(ENCODERS[cfg.name](cfg, num_features), LinkHead(cfg.head_hidden))
+    encoder = ENCODERS[cfg.name](cfg, num_features)
+    if task == "node_reg":
+        return NodeRegressor(encoder, NodeHead())
+    return LinkPredictor(encoder, LinkHead(cfg.head_hidden))
 
 
-__all__ = ["ENCODERS", "LinkPredictor", "create_model", "dense_pair_scores"]
+__all__ = ["ENCODERS", "LinkPredictor", "NodeRegressor", "create_model", "dense_pair_scores"]

@@ -74,11 +74,11 @@ class EvolveGCNO(nn.Module):
         """Run the time offsets of ``xs`` (feat [T, N] or x [T, N, F], senders/receivers/edge_mask [T, E],
         optional valid [T]) from ``carry``. Returns (carry after them, [N, hidden] embeddings at the last
         valid offset; zeros if none is valid)."""
-        n = xs["feat"].shape[1]
-        valid = xs.get("valid", jnp.ones(xs["feat"].shape[0], bool))
-        seq = (node_inputs(xs, self.num_features), xs["senders"], xs["receivers"], xs["edge_mask"], valid)
-        (weights, h), _ = self.step((carry, jnp.zeros((n, self.hidden))), seq)
+        x = node_inputs(xs, self.num_features)  # [T, N, F]
+        valid = xs.get("valid", jnp.ones(x.shape[0], bool))
+        seq = (x, xs["senders"], xs["receivers"], xs["edge_mask"], valid)
+        (weights, h), _ = self.step((carry, jnp.zeros((x.shape[1], self.hidden))), seq)
         return weights, h
 
     def __call__(self, batch: dict) -> jax.Array:
-        return self.advance(self.initial_carry(batch["feat"].shape[1]), batch)[1]
+        return self.advance(self.initial_carry(batch["node_window"].shape[0]), batch)[1]

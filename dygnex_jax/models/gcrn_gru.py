@@ -13,7 +13,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from .layers import LOCAL, ChebConv, Comm
+from .layers import LOCAL, ChebConv, Comm, node_inputs
 
 
 class GConvGRUCell(nn.Module):
@@ -35,7 +35,6 @@ class GConvGRUCell(nn.Module):
 
 
 class _Step(nn.Module):
-    num_features: int
     hidden: int
     layers: int
     k: int
@@ -43,9 +42,8 @@ class _Step(nn.Module):
 
     @nn.compact
     def __call__(self, states, xs):
-        feat, senders, receivers, edge_mask, valid = xs
+        x, senders, receivers, edge_mask, valid = xs
         edges = (senders, receivers, edge_mask)
-        x = jax.nn.one_hot(feat, self.num_features, dtype=jnp.float32)
         new = []
         for i, h in enumerate(states):
             x = GConvGRUCell(self.hidden, self.k, self.comm, name=f"cell_{i}")(x, h, edges)
@@ -64,19 +62,20 @@ class GCRNGRU(nn.Module):
 
     def setup(self):
         scan = nn.scan(_Step, variable_broadcast="params", split_rngs={"params": False}, in_axes=0)
-        self.step = scan(self.num_features, self.hidden, self.layers, self.cheb_k, self.comm)
+        self.step = scan(self.hidden, self.layers, self.cheb_k, self.comm)
 
     def initial_carry(self, n: int):
         """Zero hidden states [N, hidden] of every layer."""
         return tuple(jnp.zeros((n, self.hidden)) for _ in range(self.layers))
 
     def advance(self, carry, xs: dict):
-        """Run the time offsets of ``xs`` (feat [T, N], senders/receivers/edge_mask [T, E], optional
-        valid [T]) from ``carry``. Returns (states after them, last layer's state [N, hidden])."""
-        valid = xs.get("valid", jnp.ones(xs["feat"].shape[0], bool))
-        seq = (xs["feat"], xs["senders"], xs["receivers"], xs["edge_mask"], valid)
+        """Run the time offsets of ``xs`` (feat [T, N] or x [T, N, F], senders/receivers/edge_mask [T, E],
+        optional valid [T]) from ``carry``. Returns (states after them, last layer's state [N, hidden])."""
+        x = node_inputs(xs, self.num_features)  # [T, N, F]
+        valid = xs.get("valid", jnp.ones(x.shape[0], bool))
+        seq = (x, xs["senders"], xs["receivers"], xs["edge_mask"], valid)
         states, _ = self.step(carry, seq)
         return states, states[-1]
 
     def __call__(self, batch: dict) -> jax.Array:
-        return self.advance(self.initial_carry(batch["feat"].shape[1]), batch)[1]
+        return self.advance(self.initial_carry(batch["node_window"].shape[0]), batch)[1]

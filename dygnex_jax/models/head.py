@@ -1,4 +1,4 @@
-"""Link-prediction head (EvolveGCN): MLP on the concatenated embeddings of the two end nodes -> 2 logits.
+"""Heads. Link prediction (EvolveGCN): MLP on the concatenated embeddings of the two end nodes -> 2 logits.
 
 The first layer on ``[h_src, h_dst]`` splits into a src half and a dst half, ``h_src W_s + h_dst W_d + b``:
 it is computed once per node and gathered per pair, so its cost scales with the N nodes instead of the Q
@@ -53,3 +53,12 @@ def dense_pair_scores(head_params: dict, h_src: jax.Array, h_dst: jax.Array) -> 
         return jax.nn.relu(a_i[None, :] + b) @ v
 
     return jax.lax.map(row, a, batch_size=64) + (b2[1] - b2[0])
+
+
+class NodeHead(nn.Module):
+    """Node-regression head of PyG-Temporal's examples: ReLU, then ``Linear(hidden, 1)``.
+    Node embeddings [N, H] -> [N] predicted values."""
+
+    @nn.compact
+    def __call__(self, h: jax.Array) -> jax.Array:
+        return nn.Dense(1, name="out")(jax.nn.relu(h))[:, 0]

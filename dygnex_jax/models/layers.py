@@ -24,6 +24,10 @@ def _identity(x: jax.Array) -> jax.Array:
     return x
 
 
+def _same_ids(ids: jax.Array, n: int) -> jax.Array:
+    return ids
+
+
 @dataclasses.dataclass(frozen=True)
 class Comm:
     """What a graph operator may ask of the other devices (parallel.py builds the collective one).
@@ -32,11 +36,13 @@ class Comm:
       gather: [n, ...] this device's rows -> [N, ...] the rows of all devices, in device order.
       sum: any array -> its elementwise sum over devices.
       own: [N, ...] rows of all devices -> [n, ...] this device's rows.
+      to_global: (own node ids, n own nodes) -> their ids among all devices' nodes (self-loop tests).
     """
 
     gather: Callable[[jax.Array], jax.Array] = _identity
     sum: Callable[[jax.Array], jax.Array] = _identity
     own: Callable[[jax.Array], jax.Array] = _identity
+    to_global: Callable[[jax.Array, int], jax.Array] = _same_ids
 
 
 LOCAL = Comm()
@@ -45,32 +51,42 @@ LOCAL = Comm()
 def gcn_aggregate(
     h: jax.Array, senders: jax.Array, receivers: jax.Array, edge_mask: jax.Array, comm: Comm = LOCAL
 ) -> jax.Array:
-    """``D^-1/2 (A + I) D^-1/2 h`` with D the in-degree + 1 over real edges (Kipf & Welling).
+    """``D^-1/2 (A + S) D^-1/2 h`` (Kipf & Welling) with PyG ``gcn_norm``'s edge weights: ``edge_mask``
+    weighs every edge (0 for padding), D is the weighted in-degree including the self-loop, and S is
+    ``add_remaining_self_loops``: a node's self-loop weight is that of its own self-loop edge when the
+    graph has one, else 1.
 
     Args: h [N, F] (own nodes); edges [E]; comm (see module doc). Returns [N, F].
     """
     n = h.shape[0]
-    deg = jax.ops.segment_sum(edge_mask, receivers, num_segments=n) + 1.0  # receivers are own nodes
-    inv = jax.lax.rsqrt(deg)
-    coef = edge_mask * comm.gather(inv)[senders] * inv[receivers]
+    loop = senders == comm.to_global(receivers, n)  # receivers are own nodes
+    w = jnp.where(loop, 0.0, edge_mask)
+    has_loop = jax.ops.segment_sum((loop & (edge_mask != 0)).astype(h.dtype), receivers, num_segments=n) > 0
+    loop_w = jax.ops.segment_sum(jnp.where(loop, edge_mask, 0.0), receivers, num_segments=n)
+    self_w = jnp.where(has_loop, loop_w, 1.0)
+    deg = jax.ops.segment_sum(w, receivers, num_segments=n) + self_w
+    inv = jnp.where(deg > 0, jax.lax.rsqrt(jnp.maximum(deg, 1e-30)), 0.0)
+    coef = w * comm.gather(inv)[senders] * inv[receivers]
     agg = jax.ops.segment_sum(comm.gather(h)[senders] * coef[:, None], receivers, num_segments=n)
-    return agg + h * (inv * inv)[:, None]
+    return agg + h * (self_w * inv * inv)[:, None]
 
 
 def scaled_laplacian(
     h: jax.Array, senders: jax.Array, receivers: jax.Array, edge_mask: jax.Array, comm: Comm = LOCAL
 ) -> jax.Array:
     """``L_hat h`` with ``L_hat = 2 L / lambda_max - I = -D^-1/2 A D^-1/2`` (sym. normalisation,
-    lambda_max = 2, no self-loops), degrees over senders, messages sender -> receiver: the operator of
-    PyG's ``ChebConv`` with its defaults.
+    lambda_max = 2), self-loops removed, ``edge_mask`` as edge weights (0 for padding), weighted degrees
+    over senders, messages sender -> receiver: the operator of PyG's ``ChebConv`` with its defaults
+    (``remove_self_loops`` + ``get_laplacian(edge_weight, "sym")``).
 
     Args: h [N, F] (own nodes); edges [E]; comm (see module doc). Returns [N, F].
     """
     h_all = comm.gather(h)
+    w = jnp.where(senders == comm.to_global(receivers, h.shape[0]), 0.0, edge_mask)
     # out-degrees of all nodes; under vertex partition each device counts the edges it holds
-    deg = comm.sum(jax.ops.segment_sum(edge_mask, senders, num_segments=h_all.shape[0]))
+    deg = comm.sum(jax.ops.segment_sum(w, senders, num_segments=h_all.shape[0]))
     inv = jnp.where(deg > 0, jax.lax.rsqrt(jnp.maximum(deg, 1e-12)), 0.0)
-    coef = -edge_mask * inv[senders] * comm.own(inv)[receivers]
+    coef = -w * inv[senders] * comm.own(inv)[receivers]
     return jax.ops.segment_sum(h_all[senders] * coef[:, None], receivers, num_segments=h.shape[0])
 
 

@@ -1,0 +1,135 @@
+"""Node-regression windows (``data.task: node_reg``) over a graph with a node signal (data/signals.py).
+
+Window k predicts the signal of every node at target step ``t_k`` from W history snapshots
+(``data.window``). Snapshot tau = 0..W-1 of the window stands for step ``s = t - W + tau`` and carries:
+
+* node input ``x_tau`` [N, L]: the last L = ``data.lags`` signal values ending at s, oldest first,
+  ``signal[s - L + 1 .. s]``;
+* the graph (edges and edge weights) of step ``s - L + 1``, the first step of its lags.
+
+So the last snapshot (tau = W - 1) is exactly PyTorch Geometric Temporal's sample ``i = t - L``: its
+features are ``signal[i : i + L]``, its target ``signal[i + L]`` and its graph the one of step i (what
+PyG-T's ``DynamicGraphTemporalSignal`` pairs for england_covid; static graphs are the same at every step).
+``window: 1, lags: 4`` is PyG-T's examples (each sample restarts the recurrent state); ``window: W,
+lags: 1`` is the recurrent form. Targets run from ``W + L - 1`` to ``T - 1`` (PyG-T with W = 1: the
+``T - L`` samples). Every node is real: no background node, ``num_local = N``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..config import DataConfig
+from ..errors import UserError
+from .graph import DynamicGraph
+
+
+@dataclasses.dataclass
+class NodeWindow:
+    """One node-regression window (see module docstring).
+
+    Fields:
+      index: window id (position in ``NodeWindowSet.targets``).
+      target: t, the step whose signal is predicted.
+      edges: W int32 arrays [E_tau, 2] (src, dst) of node ids.
+      weights: W float32 arrays [E_tau] edge weights aligned with ``edges``.
+      x: [W, N, L] float32 node inputs (L lagged signal values per snapshot).
+      y: [N] float32 target signal at t.
+    """
+
+    index: int
+    target: int
+    edges: list[np.ndarray]
+    weights: list[np.ndarray]
+    x: np.ndarray
+    y: np.ndarray
+
+    @property
+    def num_local(self) -> int:
+        return self.x.shape[1]
+
+
+class NodeWindowSet:
+    """All node-regression windows of a graph, their chronological split and cost vectors; the same
+    interface as ``WindowSet`` (splits, costs, schedule_costs, get) for the scheduler and the trainer.
+
+    Args:
+      graph: a dynamic graph with ``signal`` [T, N]; cfg: the ``data`` config section.
+    """
+
+    def __init__(self, graph: DynamicGraph, cfg: DataConfig):
+        self.graph, self.cfg = graph, cfg
+        self.window, self.lags = cfg.window, cfg.lags
+        t = graph.num_snapshots
+        first = cfg.window + cfg.lags - 1
+        if first >= t:
+            raise UserError(
+                f"data.window={cfg.window} with data.lags={cfg.lags} needs at least {first + 1} snapshots but "
+                f"{graph.name} has {t}: use a smaller window or fewer lags"
+            )
+        self.targets = np.arange(first, t, dtype=np.int64)
+        k = len(self.targets)
+        n_train = int(round(cfg.train_frac * k))
+        n_val = int(round(cfg.val_frac * k))
+        if n_train < 1 or k - n_train - n_val < 1 or (cfg.val_frac > 0 and n_val < 1):
+            raise UserError(
+                f"{k} windows (snapshots {t}, window {cfg.window}, lags {cfg.lags}) are too few for the "
+                f"split train {cfg.train_frac} / val {cfg.val_frac}: use a smaller window or fewer lags"
+            )
+        ids = np.arange(k)
+        self.splits = {
+            "train": ids[:n_train],
+            "val": ids[n_train : n_train + n_val],
+            "test": ids[n_train + n_val :],
+        }
+        self.num_features = cfg.lags
+        self._cache: dict[int, NodeWindow] = {}
+
+    def __len__(self) -> int:
+        return len(self.targets)
+
+    def graph_steps(self, k: int) -> np.ndarray:
+        """[W] the step whose graph each snapshot of window k uses."""
+        return self.targets[k] - self.window + np.arange(self.window) - (self.lags - 1)
+
+    def edge_profile(self, split: str) -> np.ndarray:
+        """[K_split, W] edges of every window of a split at every time offset."""
+        counts = self.graph.edge_counts()
+        rows = [counts[self.graph_steps(k)] for k in self.splits[split]]
+        return np.stack(rows).astype(np.float64) if rows else np.zeros((0, self.window))
+
+    def costs(self, split: str, neg_mult: int | None = None) -> np.ndarray:
+        """[K_split, 3] (nodes, edges summed over the W snapshots, target nodes); ``neg_mult`` is ignored
+        (no negatives: every node is a target, in training and evaluation)."""
+        n = self.graph.num_nodes
+        edges = self.edge_profile(split).sum(1)
+        return np.column_stack([np.full(len(edges), n), edges, np.full(len(edges), n)]).astype(np.float64)
+
+    def schedule_costs(self, split: str, neg_mult: int | None, time_resolved: bool) -> np.ndarray:
+        """``costs`` [K, 3], or time-resolved [K, W + 2] (nodes, edges at every offset, target nodes)."""
+        c = self.costs(split)
+        return np.column_stack([c[:, :1], self.edge_profile(split), c[:, 2:]]) if time_resolved else c
+
+    def get(self, k: int) -> NodeWindow:
+        if k not in self._cache:
+            g, t, w, lags = self.graph, int(self.targets[k]), self.window, self.lags
+            steps = t - w + np.arange(w)  # the step each snapshot stands for
+            x = np.stack([g.signal[s - lags + 1 : s + 1].T for s in steps]).astype(np.float32)
+            gs = self.graph_steps(k)
+            weights = [
+                g.weights[s] if g.weights is not None else np.ones(len(g.snapshots[s]), np.float32)
+                for s in gs
+            ]
+            self._cache[k] = NodeWindow(
+                k, t, [g.snapshots[s] for s in gs], weights, x, g.signal[t].astype(np.float32)
+            )
+        return self._cache[k]
+
+
+def task_windows(graph: DynamicGraph, cfg: DataConfig):
+    """The window set of ``cfg.task``: ``NodeWindowSet`` for node_reg, else the link ``WindowSet``."""
+    from .windows import WindowSet
+
+    return (NodeWindowSet if cfg.task == "node_reg" else WindowSet)(graph, cfg)
