@@ -22,6 +22,10 @@ class DynamicGraph:
       times: [T] float64 start of each snapshot's time bucket (seconds, or snapshot index when the
         source has none).
       info: free-form facts about the source (file, number of raw rows, bucket size, ...).
+      votes: None, or T int32 arrays [E_t] aligned with ``snapshots``: the pair's rows in the snapshot
+        with a positive value minus those with a value <= 0 (under ``symmetric``, rows in either
+        direction count for both). EvolveGCN's edge-classification label of a pair is ``votes > 0``
+        (a majority of positive ratings; a tie is negative). Set when the source has a weight column.
     """
 
     name: str
@@ -31,6 +35,7 @@ class DynamicGraph:
     node_ids: np.ndarray | None = None
     times: np.ndarray | None = None
     info: dict = dataclasses.field(default_factory=dict)
+    votes: list[np.ndarray] | None = None
 
     @property
     def num_snapshots(self) -> int:
@@ -46,6 +51,7 @@ class DynamicGraph:
             self,
             snapshots=self.snapshots[start:stop],
             weights=None if self.weights is None else self.weights[start:stop],
+            votes=None if self.votes is None else self.votes[start:stop],
             times=None if self.times is None else self.times[start:stop],
             info={**self.info, "selected": [start, stop]},
         )
