@@ -21,10 +21,15 @@ from .errors import UserError
 
 # Models that snapshot / vertex partition can run (models/: initial_carry, advance and a Comm).
 PARTITIONED_MODELS = ("egcn_o", "gcrn_gru")
+# data.task values; "link" runs under every schedule.method, the others under psg / dygnex_g / dygnex_l.
+TASKS = ("link", "edge_cls")
 
 
 @dataclasses.dataclass
 class DataConfig:
+    # Task: "link" (predict the edges of the snapshot after the window) or "edge_cls" (classify the
+    # edges of the window's last snapshot by rating sign, EvolveGCN's Bitcoin task; see data/windows.py).
+    task: str = "link"
     # Dataset: "synthetic" (embedded default), a named real dataset (bitcoin_otc, bitcoin_alpha,
     # uci_collegemsg, as733, enron_dysat), or "edges" / "intervals" to read `path`.
     dataset: str = "synthetic"
@@ -42,7 +47,7 @@ class DataConfig:
     # Node features: "degree" (EvolveGCN's one-hot of the snapshot degree, capped) or "constant".
     features: str = "degree"
     max_degree: int = 64  # degrees >= this share the last one-hot slot
-    window: int = 10  # W: history snapshots per window; the target is the next snapshot
+    window: int = 10  # W: history snapshots per window; the target is the next one (edge_cls: the last)
     train_frac: float = 0.7  # chronological split of target snapshots (EvolveGCN: 0.7 / 0.1 / 0.2)
     val_frac: float = 0.1
     neg_mult: int = 10  # training negatives per positive target edge, resampled every epoch
@@ -82,7 +87,8 @@ class TrainConfig:
     batch_size: int = 8  # B: windows per optimiser step, over all devices
     learning_rate: float = 0.005
     weight_decay: float = 0.0
-    class_weights: tuple[float, float] = (0.1, 0.9)  # CE weights of (non-edge, edge), EvolveGCN-style
+    # CE weights of classes (0, 1): link (non-edge, edge); edge_cls (negative, positive rating).
+    class_weights: tuple[float, float] = (0.1, 0.9)
     seed: int = 0
     eval_every: int = 1  # evaluate val (and test) every N epochs and after the last
     # Checkpoint (params, optimiser state, metrics so far) every N epochs and after the last, under
@@ -273,6 +279,12 @@ def validate(config: Config) -> None:
         (
             t.on_nonfinite in ("stop", "skip"),
             f"train.on_nonfinite must be stop or skip, got {t.on_nonfinite!r}",
+        ),
+        (d.task in TASKS, f"data.task must be one of {', '.join(TASKS)}, got {d.task!r}"),
+        (
+            d.task == "link" or config.schedule.method not in ("snapshot", "vertex"),
+            f"schedule.method={config.schedule.method} runs data.task=link only, not {d.task!r}: "
+            "use psg, dygnex_g or dygnex_l for it",
         ),
         (d.window >= 1, f"data.window must be positive, got {d.window}"),
         (d.neg_mult >= 0, f"data.neg_mult must be >= 0, got {d.neg_mult}"),

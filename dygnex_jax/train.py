@@ -4,8 +4,9 @@
 the scheduler assigns the training windows to steps and devices, every step packs each device's
 windows into one padded batch (same budget on every device, rounded to a shape bucket), the
 ``shard_map`` step computes exact mini-batch gradients (psum of sums, one division), and optax updates
-the replicated parameters. Evaluation embeds the val/test windows on all devices and scores their
-candidate pairs as EvolveGCN does (MAP, MRR).
+the replicated parameters. Evaluation (``Trainer.evaluate``, by ``data.task``): link prediction embeds
+the val/test windows on all devices and scores their candidate pairs as EvolveGCN does (MAP, MRR);
+edge classification runs the logits of the target edges on all devices and pools F1 on the host.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from .config import Config, TrainConfig, dump_config, to_dict
 from .data import datasets as _datasets
 from .data.windows import WindowSet
 from .errors import UserError
-from .evaluation import evaluate_link_windows
+from .evaluation import TASK_METRICS, confusion, edge_cls_metrics, evaluate_link_windows
 from .graphs import (
     Budget,
     DeviceWork,
@@ -145,6 +146,8 @@ class Trainer:
             lambda p, b: self.model.apply(p, b, method=LinkPredictor.embed), self.mesh
         )
         self.score_fn = jax.jit(dense_pair_scores)
+        # edge_cls: [P, Q, 2] logits of every device's packed target pairs (the same per-device map)
+        self.logits_step = parallel.make_embed_step(lambda p, b: self.model.apply(p, b), self.mesh)
         self.candidate_mode = self._candidate_mode()
         self._eval_candidates: dict[int, tuple] = {}
 
@@ -180,7 +183,7 @@ class Trainer:
 
     def device_work(self, window_ids, split: str, epoch: int) -> DeviceWork:
         wins = [self.windows.get(int(k)) for k in window_ids]
-        if split == "train":
+        if split == "train" or self.config.data.task == "edge_cls":  # edge_cls: target edges everywhere
             c = self.config
             samples = [
                 self.windows.training_pairs(w.index, c.data.neg_mult, c.train.seed, epoch) for w in wins
@@ -373,6 +376,8 @@ class Trainer:
 
     def _candidate_mode(self) -> str:
         e = self.config.eval
+        if self.config.data.task == "edge_cls":
+            return "target_edges"  # every edge of the target snapshot is classified
         if e.candidates != "auto":
             return e.candidates
         largest = int(self.windows.costs("val")[:, 0].max(initial=0))
@@ -407,7 +412,10 @@ class Trainer:
         return np.asarray(s)[:n, :n]
 
     def evaluate(self, split: str) -> dict:
-        """MAP and MRR of a split (EvolveGCN's definitions, see evaluation.py)."""
+        """The task's metrics of a split (``TASK_METRICS``; EvolveGCN's definitions, see evaluation.py):
+        link MAP and MRR, edge_cls F1."""
+        if self.config.data.task == "edge_cls":
+            return self.evaluate_edge_cls(split)
         head = parallel.to_host(self.params["params"]["head"])  # a host copy: scoring runs per process
         return evaluate_link_windows(
             self.windows,
@@ -417,6 +425,23 @@ class Trainer:
             self.config.eval,
             self._eval_candidates,
         )
+
+    def evaluate_edge_cls(self, split: str) -> dict:
+        """F1 of a split's target edges: the windows packed with their pairs, ``eval.batch_size`` per
+        step over all devices; the logits of a device's real pairs (the first ``real_pairs``, padding
+        after them) are compared with their labels on the host."""
+        ids = np.arange(len(self.windows.splits[split]))
+        counts = np.zeros((2, 2), np.int64)
+        per_step = self._eval_per_step()
+        for lo in range(0, len(ids), per_step):
+            step = [list(part) for part in np.array_split(ids[lo : lo + per_step], self.n_devices)]
+            batch, work, _ = self.pack(step, split, epoch=0)
+            logits = parallel.to_host(self.logits_step(self.params, parallel.shard_batch(self.mesh, batch)))
+            for p, dev in enumerate(work):
+                q = dev.real_pairs()
+                if q:
+                    counts += confusion(np.concatenate(dev.labels), logits[p, :q].argmax(-1))
+        return edge_cls_metrics(counts)
 
 
 # -------------------------------------------------------------------------------------------------
@@ -503,11 +528,12 @@ def train_and_evaluate(
         f"{trainer.graph.name}: {trainer.graph.num_nodes} nodes, {trainer.graph.num_snapshots} snapshots, "
         f"windows train/val/test {len(w.splits['train'])}/{len(w.splits['val'])}/{len(w.splits['test'])}, "
         f"{trainer.n_devices} devices, model {config.model.name}, schedule {config.schedule.method}, "
-        f"eval candidates {trainer.candidate_mode}"
+        f"task {config.data.task}, eval candidates {trainer.candidate_mode}"
     )
     metrics_file = (out / "metrics.jsonl").open("a") if main else open(os.devnull, "w")
     steps_file = (out / "steps.jsonl").open("a") if main else open(os.devnull, "w")
     epochs = config.train.epochs
+    metrics = TASK_METRICS[config.data.task]
     for epoch in range(first, epochs + 1):
         try:
             row = {"epoch": epoch, **trainer.train_epoch(epoch, progress.bar(epoch, epochs))}
@@ -534,7 +560,7 @@ def train_and_evaluate(
             for split in ("val", "test"):
                 if len(w.splits[split]):
                     m = trainer.evaluate(split)
-                    row[f"{split}_map"], row[f"{split}_mrr"] = m["map"], m["mrr"]
+                    row.update({f"{split}_{k}": m[k] for k in metrics})
             row["eval_seconds"] = time.perf_counter() - start
         history.append(row)
         metrics_file.write(json.dumps(row) + "\n")
@@ -542,9 +568,9 @@ def train_and_evaluate(
         steps_file.write("".join(json.dumps(r) + "\n" for r in trainer.last_steps))
         steps_file.flush()
         evals = "".join(
-            f"  {s} MAP {row[f'{s}_map']:.4f} MRR {row[f'{s}_mrr']:.4f}"
+            f"  {s} " + " ".join(f"{k.upper()} {row[f'{s}_{k}']:.4f}" for k in metrics)
             for s in ("val", "test")
-            if f"{s}_map" in row
+            if f"{s}_{metrics[0]}" in row
         )
         skipped = f"  skipped {row['skipped_steps']} non-finite step(s)" if row["skipped_steps"] else ""
         progress.line(
@@ -564,13 +590,16 @@ def train_and_evaluate(
 
 
 def summarize_run(config: Config, trainer: Trainer, history: list[dict]) -> dict:
-    evaluated = [r for r in history if "val_map" in r]
-    key = "val_map" if evaluated and not all(math.isnan(r["val_map"]) for r in evaluated) else None
+    metrics = TASK_METRICS[config.data.task]  # the best epoch: by the task's first validation metric
+    key = f"val_{metrics[0]}"
+    evaluated = [r for r in history if key in r]
+    key = key if evaluated and not all(math.isnan(r[key]) for r in evaluated) else None
     best = max(evaluated, key=lambda r: -1 if math.isnan(r[key]) else r[key]) if key else history[-1]
     timed = [r["epoch_seconds"] for r in history[1:]] or [history[0]["epoch_seconds"]]
-    pick = ("loss", "val_map", "val_mrr", "test_map", "test_mrr")
+    pick = ("loss", *(f"{s}_{k}" for s in ("val", "test") for k in metrics))
     return {
         "name": config.name,
+        "task": config.data.task,
         "dataset": trainer.graph.name,
         "model": config.model.name,
         "schedule": config.schedule.method,
