@@ -21,16 +21,18 @@ from .errors import UserError
 
 # Models that snapshot / vertex partition can run (models/: initial_carry, advance and a Comm).
 PARTITIONED_MODELS = ("egcn_o", "gcrn_gru")
-
-
-# Tasks (data.task): link prediction of the next snapshot, or node regression of the next signal value.
-TASKS = ("link", "node_reg")
+# Tasks (data.task): link prediction of the next snapshot, edge classification of the window's last
+# snapshot, or node regression of the next signal value. "link" runs under every schedule.method, the
+# others under psg / dygnex_g / dygnex_l.
+TASKS = ("link", "edge_cls", "node_reg")
 
 
 @dataclasses.dataclass
 class DataConfig:
-    # What a window predicts: "link" (the edges of the next snapshot, EvolveGCN) or "node_reg" (every
-    # node's signal value at the target step, PyG-Temporal's signal datasets; see data/signals.py).
+    # What a window predicts: "link" (the edges of the next snapshot, EvolveGCN), "edge_cls" (the
+    # rating sign of the edges of the window's last snapshot, EvolveGCN's Bitcoin task; see
+    # data/windows.py) or "node_reg" (every node's signal value at the target step, PyG-Temporal's
+    # signal datasets; see data/signals.py).
     task: str = "link"
     # Dataset: "synthetic" (embedded default), a named real dataset (bitcoin_otc, bitcoin_alpha,
     # uci_collegemsg, as733, enron_dysat; node_reg: chickenpox_hungary, pedalme_london, england_covid,
@@ -50,9 +52,9 @@ class DataConfig:
     # Node features: "degree" (EvolveGCN's one-hot of the snapshot degree, capped) or "constant".
     features: str = "degree"
     max_degree: int = 64  # degrees >= this share the last one-hot slot
-    window: int = 10  # W: history snapshots per window; the target is the next snapshot
+    window: int = 10  # W: history snapshots per window; the target is the next one (edge_cls: the last)
     # node_reg: a snapshot's node input is its last `lags` signal values (PyG-T's examples: window 1,
-    # lags 4 on chickenpox; window W, lags 1 is the recurrent form). Ignored by link.
+    # lags 4 on chickenpox; window W, lags 1 is the recurrent form). Ignored by the other tasks.
     lags: int = 1
     train_frac: float = 0.7  # chronological split of target snapshots (EvolveGCN: 0.7 / 0.1 / 0.2)
     val_frac: float = 0.1
@@ -93,7 +95,8 @@ class TrainConfig:
     batch_size: int = 8  # B: windows per optimiser step, over all devices
     learning_rate: float = 0.005
     weight_decay: float = 0.0
-    class_weights: tuple[float, float] = (0.1, 0.9)  # CE weights of (non-edge, edge), EvolveGCN-style
+    # CE weights of classes (0, 1): link (non-edge, edge); edge_cls (negative, positive rating).
+    class_weights: tuple[float, float] = (0.1, 0.9)
     seed: int = 0
     eval_every: int = 1  # evaluate val (and test) every N epochs and after the last
     # Checkpoint (params, optimiser state, metrics so far) every N epochs and after the last, under

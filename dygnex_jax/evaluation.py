@@ -1,4 +1,8 @@
-"""Link-prediction evaluation as EvolveGCN defines it: MAP and MRR over the target snapshot's candidates.
+"""Evaluation as EvolveGCN defines it: link prediction (MAP, MRR) and edge classification (F1); node
+regression's MSE (PyG-Temporal's examples). ``train.TASK_METRICS`` names what every ``data.task`` logs
+per split (``val_<name>``, ``test_<name>``).
+
+Link prediction: MAP and MRR over the target snapshot's candidates.
 
 Per target snapshot (= per window): candidates are the snapshot's edges (label 1) and non-edges
 (label 0) — *all* non-edges (``all``, EvolveGCN's protocol) or ``neg_per_source`` sampled non-edges per
@@ -7,6 +11,12 @@ source node of a true edge (``sampled``, for graphs too large to score every pai
 nodes with at least one true edge, the mean reciprocal rank of their true edges among all of that
 node's candidates (tied scores get their average rank). As in EvolveGCN's logger, the epoch figure is
 the mean over snapshots weighted by their number of candidates.
+
+Edge classification (``edge_cls``): every target edge is predicted the class of its larger logit; the
+confusion counts are pooled over the split's snapshots (EvolveGCN's logger), then ``f1`` is the F1 of
+class 0 (the negative rating, the minority class: EvolveGCN's ``target_class: 0``, the figure its
+paper reports for Bitcoin), ``micro_f1`` the F1 of the counts pooled over both classes (= accuracy)
+and ``macro_f1`` the mean of the two classes' F1. A class without true positives has F1 0.
 """
 
 from __future__ import annotations
@@ -189,3 +199,36 @@ def mse_from_sums(sums: list[tuple[float, float]]) -> dict:
     sse = float(sum(float(a) for a, _ in sums))
     count = float(sum(float(b) for _, b in sums))
     return {"mse": sse / count if count else float("nan"), "nodes": int(count)}
+
+
+# --- edge classification (data.task=edge_cls) --------------------------------------------------------
+
+
+def confusion(labels: np.ndarray, predicted: np.ndarray, num_classes: int = 2) -> np.ndarray:
+    """[C, C] int64 counts: row = true class, column = predicted class."""
+    codes = np.asarray(labels, np.int64) * num_classes + np.asarray(predicted, np.int64)
+    return np.bincount(codes, minlength=num_classes * num_classes).reshape(num_classes, num_classes)
+
+
+def class_f1(counts: np.ndarray) -> np.ndarray:
+    """[C] F1 of every class from a confusion matrix (0 for a class without true positives)."""
+    tp = np.diag(counts).astype(np.float64)
+    fp = counts.sum(axis=0) - tp
+    fn = counts.sum(axis=1) - tp
+    return np.where(tp > 0, 2 * tp / np.maximum(2 * tp + fp + fn, 1), 0.0)
+
+
+def edge_cls_metrics(counts: np.ndarray) -> dict:
+    """``f1`` (class 0, the minority), ``micro_f1``, ``macro_f1`` and ``edges`` of pooled counts (NaN
+    for an empty split)."""
+    total = int(counts.sum())
+    if total == 0:
+        nan = float("nan")
+        return {"f1": nan, "micro_f1": nan, "macro_f1": nan, "edges": 0}
+    per_class = class_f1(counts)
+    return {
+        "f1": float(per_class[0]),
+        "micro_f1": float(np.trace(counts) / total),
+        "macro_f1": float(per_class.mean()),
+        "edges": total,
+    }

@@ -4,8 +4,9 @@
 the scheduler assigns the training windows to steps and devices, every step packs each device's
 windows into one padded batch (same budget on every device, rounded to a shape bucket), the
 ``shard_map`` step computes exact mini-batch gradients (psum of sums, one division), and optax updates
-the replicated parameters. Evaluation embeds the val/test windows on all devices and scores their
-candidate pairs as EvolveGCN does (MAP, MRR).
+the replicated parameters. Evaluation (``Trainer.evaluate``, by ``data.task``): link prediction embeds
+the val/test windows on all devices and scores their candidate pairs as EvolveGCN does (MAP, MRR);
+edge classification runs the logits of the target edges on all devices and pools F1 on the host.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from .config import Config, TrainConfig, dump_config, to_dict
 from .data import datasets as _datasets
 from .data.node_windows import task_windows
 from .errors import UserError
-from .evaluation import evaluate_link_windows, mse_from_sums
+from .evaluation import confusion, edge_cls_metrics, evaluate_link_windows, mse_from_sums
 from .graphs import (
     Budget,
     DeviceWork,
@@ -75,8 +76,12 @@ def node_loss(pred: jax.Array, batch: dict) -> tuple[jax.Array, jax.Array]:
 # __init__ (windows, model, evaluation step), device_work, pack and evaluate. TASK_LOSS: (model output,
 # batch) -> (loss sum, weight sum). TASK_METRICS: evaluation metrics (metrics.jsonl keys
 # "{split}_{name}"; the first picks the best epoch) and whether the best is the max or the min.
-TASK_LOSS = {"link": pair_loss, "node_reg": node_loss}
-TASK_METRICS = {"link": (("map", "mrr"), max), "node_reg": (("mse",), min)}
+TASK_LOSS = {"link": pair_loss, "edge_cls": pair_loss, "node_reg": node_loss}
+TASK_METRICS = {
+    "link": (("map", "mrr"), max),
+    "edge_cls": (("f1", "micro_f1", "macro_f1"), max),
+    "node_reg": (("mse",), min),
+}
 
 
 class NonFiniteStep(UserError):
@@ -163,6 +168,8 @@ class Trainer:
             lambda p, b: self.model.apply(p, b, method=LinkPredictor.embed), self.mesh
         )
         self.score_fn = jax.jit(dense_pair_scores)
+        # edge_cls: [P, Q, 2] logits of every device's packed target pairs (the same per-device map)
+        self.logits_step = parallel.make_embed_step(lambda p, b: self.model.apply(p, b), self.mesh)
         self.candidate_mode = self._candidate_mode()
         self._eval_candidates: dict[int, tuple] = {}
         if self.task == "node_reg":  # evaluation: the loss summed over the mesh (MSE), see evaluate
@@ -205,7 +212,7 @@ class Trainer:
             return DeviceWork(
                 wins, [np.arange(w.num_local, dtype=np.int32) for w in wins], [w.y for w in wins]
             )
-        if split == "train":
+        if split == "train" or self.task == "edge_cls":  # edge_cls: target edges everywhere
             c = self.config
             samples = [
                 self.windows.training_pairs(w.index, c.data.neg_mult, c.train.seed, epoch) for w in wins
@@ -405,6 +412,8 @@ class Trainer:
 
     def _candidate_mode(self) -> str:
         e = self.config.eval
+        if self.config.data.task == "edge_cls":
+            return "target_edges"  # every edge of the target snapshot is classified
         if e.candidates != "auto":
             return e.candidates
         largest = int(self.windows.costs("val")[:, 0].max(initial=0))
@@ -439,9 +448,12 @@ class Trainer:
         return np.asarray(s)[:n, :n]
 
     def evaluate(self, split: str) -> dict:
-        """MAP and MRR of a split (EvolveGCN's definitions, see evaluation.py); node_reg: its MSE."""
+        """The task's metrics of a split (``TASK_METRICS``; EvolveGCN's definitions, see evaluation.py):
+        link MAP and MRR, edge_cls F1, node_reg MSE."""
         if self.task == "node_reg":
             return self.evaluate_sums(split)
+        if self.task == "edge_cls":
+            return self.evaluate_edge_cls(split)
         head = parallel.to_host(self.params["params"]["head"])  # a host copy: scoring runs per process
         return evaluate_link_windows(
             self.windows,
@@ -462,6 +474,23 @@ class Trainer:
             batch, _, _ = self.pack(step, split, epoch=0)
             sums.append(parallel.to_host(self.sum_step(self.params, parallel.shard_batch(self.mesh, batch))))
         return mse_from_sums(sums)
+
+    def evaluate_edge_cls(self, split: str) -> dict:
+        """F1 of a split's target edges: the windows packed with their pairs, ``eval.batch_size`` per
+        step over all devices; the logits of a device's real pairs (the first ``real_pairs``, padding
+        after them) are compared with their labels on the host."""
+        ids = np.arange(len(self.windows.splits[split]))
+        counts = np.zeros((2, 2), np.int64)
+        per_step = self._eval_per_step()
+        for lo in range(0, len(ids), per_step):
+            step = [list(part) for part in np.array_split(ids[lo : lo + per_step], self.n_devices)]
+            batch, work, _ = self.pack(step, split, epoch=0)
+            logits = parallel.to_host(self.logits_step(self.params, parallel.shard_batch(self.mesh, batch)))
+            for p, dev in enumerate(work):
+                q = dev.real_pairs()
+                if q:
+                    counts += confusion(np.concatenate(dev.labels), logits[p, :q].argmax(-1))
+        return edge_cls_metrics(counts)
 
 
 # -------------------------------------------------------------------------------------------------
@@ -548,7 +577,7 @@ def train_and_evaluate(
         f"{trainer.graph.name}: {trainer.graph.num_nodes} nodes, {trainer.graph.num_snapshots} snapshots, "
         f"windows train/val/test {len(w.splits['train'])}/{len(w.splits['val'])}/{len(w.splits['test'])}, "
         f"{trainer.n_devices} devices, model {config.model.name}, schedule {config.schedule.method}, "
-        f"eval candidates {trainer.candidate_mode}"
+        f"task {config.data.task}, eval candidates {trainer.candidate_mode}"
     )
     metrics_file = (out / "metrics.jsonl").open("a") if main else open(os.devnull, "w")
     steps_file = (out / "steps.jsonl").open("a") if main else open(os.devnull, "w")
@@ -618,6 +647,7 @@ def summarize_run(config: Config, trainer: Trainer, history: list[dict]) -> dict
     pick = ("loss", *(f"{s}_{k}" for s in ("val", "test") for k in names))
     return {
         "name": config.name,
+        "task": config.data.task,
         "dataset": trainer.graph.name,
         "model": config.model.name,
         "schedule": config.schedule.method,

@@ -96,6 +96,11 @@ CASES = {
         ],
         "is not valid JSON",
     ),
+    "edge-cls-partition": (
+        ["train", "--config", SMOKE, "schedule.method=snapshot", "data.task=edge_cls"],
+        "schedule.method=snapshot runs data.task=link only",
+    ),
+    "edge-cls-no-ratings": (["train", "--config", SMOKE, "data.task=edge_cls"], "needs edge ratings"),
     "unknown-solver": (
         ["train", "--config", SMOKE, "schedule.method=dygnex_l", "schedule.solver=NOPE"],
         "unknown schedule.solver 'NOPE'",

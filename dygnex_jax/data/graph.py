@@ -23,6 +23,10 @@ class DynamicGraph:
         source has none).
       info: free-form facts about the source (file, number of raw rows, bucket size, ...).
       signal: None, or [T, N] float32 node values per snapshot (node regression; data/signals.py).
+      votes: None, or T int32 arrays [E_t] aligned with ``snapshots``: the pair's rows in the snapshot
+        with a positive value minus those with a value <= 0 (under ``symmetric``, rows in either
+        direction count for both). EvolveGCN's edge-classification label of a pair is ``votes > 0``
+        (a majority of positive ratings; a tie is negative). Set when the source has a weight column.
     """
 
     name: str
@@ -33,6 +37,7 @@ class DynamicGraph:
     times: np.ndarray | None = None
     info: dict = dataclasses.field(default_factory=dict)
     signal: np.ndarray | None = None
+    votes: list[np.ndarray] | None = None
 
     @property
     def num_snapshots(self) -> int:
@@ -48,6 +53,7 @@ class DynamicGraph:
             self,
             snapshots=self.snapshots[start:stop],
             weights=None if self.weights is None else self.weights[start:stop],
+            votes=None if self.votes is None else self.votes[start:stop],
             times=None if self.times is None else self.times[start:stop],
             signal=None if self.signal is None else self.signal[start:stop],
             info={**self.info, "selected": [start, stop]},

@@ -193,12 +193,15 @@ def build_snapshots(
     rank: np.ndarray | None = None,
     symmetric: bool = True,
     self_loops: bool = False,
-) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
-    """Remapped rows -> per-bucket unique sorted int32 [E_t, 2] pairs (and float32 weights).
+) -> tuple[list[np.ndarray], list[np.ndarray] | None, list[np.ndarray] | None]:
+    """Remapped rows -> per-bucket unique sorted int32 [E_t, 2] pairs, float32 weights and int32 votes.
 
     Self-loops are dropped unless ``self_loops``; ``symmetric`` stores each pair in both directions.
     A pair's weight is that of its last row by ``rank`` (default: row order); under ``symmetric`` both
-    directions of an undirected pair share the weight of its last row in either direction.
+    directions of an undirected pair share the weight of its last row in either direction. A pair's
+    vote is its rows with weight > 0 minus its rows with weight <= 0 (EvolveGCN's majority vote on the
+    rating sign; under ``symmetric`` the rows of both directions vote for the undirected pair).
+    Weights and votes are None without ``weight``.
     """
     u, v, bucket = np.asarray(u, np.int64), np.asarray(v, np.int64), np.asarray(bucket, np.int64)
     rank = np.arange(len(u)) if rank is None else np.asarray(rank)
@@ -213,7 +216,10 @@ def build_snapshots(
     last[:-1] = (bucket[1:] != bucket[:-1]) | (u[1:] != u[:-1]) | (v[1:] != v[:-1])
     u, v, bucket = u[last], v[last], bucket[last]
     if w is not None:
-        w = w[order][last]
+        w = w[order]
+        group = np.cumsum(np.r_[True, last[:-1]]) - 1  # group id of every sorted row
+        votes = np.bincount(group, weights=np.where(w > 0, 1, -1), minlength=len(u)).astype(np.int32)
+        w = w[last]
     if symmetric:
         off = u != v
         u, v = np.concatenate([u, v[off]]), np.concatenate([v, u[off]])
@@ -222,13 +228,14 @@ def build_snapshots(
         u, v, bucket = u[order], v[order], bucket[order]
         if w is not None:
             w = np.concatenate([w, w[off]])[order]
+            votes = np.concatenate([votes, votes[off]])[order]
     pairs = np.stack([u, v], axis=1).astype(np.int32)
     counts = np.bincount(bucket, minlength=num_buckets)
     if w is None:
         (snaps,) = _split(counts, pairs)
-        return snaps, None
-    snaps, weights = _split(counts, pairs, w.astype(np.float32))
-    return snaps, weights
+        return snaps, None, None
+    snaps, weights, vote_list = _split(counts, pairs, w.astype(np.float32), votes)
+    return snaps, weights, vote_list
 
 
 def _facts(
@@ -296,12 +303,13 @@ def edge_stream_to_graph(
         num = len(times)
     rank = np.empty(len(time), dtype=np.int64)
     rank[np.argsort(time, kind="stable")] = np.arange(len(time))
-    snaps, weights = build_snapshots(
+    snaps, weights, votes = build_snapshots(
         u, v, bucket, num, weight=weight, rank=rank, symmetric=symmetric, self_loops=self_loops
     )
     facts = _facts(None, src, dst, num, symmetric, self_loops, bucketing=mode, aggr_time=float(aggr_time))
     facts.update(t_min=t_min, t_max=t_max, weighted=weight is not None, **(info or {}))
-    return DynamicGraph(name, len(node_ids), snaps, weights, node_ids, np.asarray(times, np.float64), facts)
+    times = np.asarray(times, np.float64)
+    return DynamicGraph(name, len(node_ids), snaps, weights, node_ids, times, facts, votes=votes)
 
 
 # --------------------------------------------------------------------------------------- intervals
@@ -416,7 +424,7 @@ def load_snapshot_edges(
         raise UserError(f"{str(path)!r} line {linenos[int(bad[0])]}: negative snapshot index: fix the row")
     num = int(snap.max()) + 1
     node_ids, (u, v) = _remap(src, dst)
-    snaps, _ = build_snapshots(u, v, snap, num, symmetric=symmetric, self_loops=self_loops)
+    snaps, _, _ = build_snapshots(u, v, snap, num, symmetric=symmetric, self_loops=self_loops)
     times = np.arange(num, dtype=np.float64)
     if len(cols) == 4:
         start = np.full(num, np.inf)

@@ -3,6 +3,13 @@
 A window k predicts target snapshot ``t_k`` from its W history snapshots ``t_k-W .. t_k-1`` (EvolveGCN
 protocol). Each window restarts the model's recurrent state, so it is an independent sample.
 
+``data.task``: ``link`` predicts the edges of t_k (positives + sampled non-edges). ``edge_cls``
+classifies the edges of t_k by their rating sign (EvolveGCN's edge_cls_tasker): the structure of t_k
+is known, so the history is ``t_k-W+1 .. t_k`` (the target snapshot is the last one read), the pairs
+are the target's edges (no negatives, the same in training and evaluation), and a pair's label is 1
+when most of its ratings in t_k are positive (``DynamicGraph.votes > 0``; a tie is 0), else 0.
+EvolveGCN's ``num_hist_steps`` h reads h + 1 snapshots: our ``data.window`` W = h + 1.
+
 Local node set: a node that has no edge in any of the W history snapshots is *inactive*: every such node
 gets exactly the same embedding (same degree-0 features, only its self-loop, same recurrent updates).
 So a window keeps its active nodes (sorted global ids, local ids ``0..A-1``) plus one *background* node
@@ -34,7 +41,7 @@ class LocalWindow:
       nodes: [A] sorted global ids of the active nodes; local id A is the background node.
       edges: W int32 arrays [E_tau, 2] of local (src, dst) pairs of snapshot t-W+tau.
       feat: [W, A+1] int32 node input category per time offset (degree bucket, or 0 for constant).
-      positives: [Q+, 2] int32 local pairs of the target snapshot's edges.
+      positives: [Q+, 2] int32 local pairs of the target snapshot's edges (its rows' order).
       positive_codes: [Q+] int64 sorted global pair codes ``src * N + dst`` of the target edges.
       inactive: how many graph nodes the background node stands for (N - A); models whose output
         depends on node counts (top-k pooling, normalisation statistics) weight it by this.
@@ -73,13 +80,22 @@ class WindowSet:
         self.graph = graph
         self.cfg = cfg
         self.window = cfg.window
-        t = graph.num_snapshots
-        if cfg.window >= t:
+        self.task = cfg.task
+        # history of target t: snapshots t - lag - W + 1 .. t - lag (link: lag 1; edge_cls: lag 0)
+        self.lag = 0 if cfg.task == "edge_cls" else 1
+        if cfg.task == "edge_cls" and graph.votes is None:
             raise UserError(
-                f"data.window={cfg.window} needs at least {cfg.window + 1} snapshots but "
+                f"data.task=edge_cls needs edge ratings but {graph.name} has none: use bitcoin_otc, "
+                "bitcoin_alpha or an edges file with src dst rating time rows"
+            )
+        t = graph.num_snapshots
+        if cfg.window + self.lag > t:
+            raise UserError(
+                f"data.window={cfg.window} needs at least {cfg.window + self.lag} snapshots but "
                 f"{graph.name} has {t}: use a smaller window"
             )
-        self.targets = np.arange(cfg.window, t, dtype=np.int64)  # window k targets snapshot W + k
+        # window k targets snapshot W - 1 + lag + k
+        self.targets = np.arange(cfg.window - 1 + self.lag, t, dtype=np.int64)
         k = len(self.targets)
         n_train = int(round(cfg.train_frac * k))
         n_val = int(round(cfg.val_frac * k))
@@ -110,9 +126,13 @@ class WindowSet:
     def __len__(self) -> int:
         return len(self.targets)
 
+    def history(self, t: int) -> slice:
+        """Snapshot indices of the history of target t (see module docstring)."""
+        return slice(t + 1 - self.lag - self.window, t + 1 - self.lag)
+
     def _active_nodes(self, k: int) -> np.ndarray:
         t = int(self.targets[k])
-        hist = [s for s in self.graph.snapshots[t - self.window : t] if len(s)]
+        hist = [s for s in self.graph.snapshots[self.history(t)] if len(s)]
         if not hist:
             return np.zeros(0, np.int64)
         return np.unique(np.concatenate(hist).ravel())
@@ -120,7 +140,7 @@ class WindowSet:
     def _cost(self, k: int) -> np.ndarray:
         t = int(self.targets[k])
         nodes = len(self._active_nodes(k)) + 1
-        edges = sum(len(s) for s in self.graph.snapshots[t - self.window : t])
+        edges = sum(len(s) for s in self.graph.snapshots[self.history(t)])
         pairs = len(self.graph.snapshots[t])
         return np.array([nodes, edges, pairs], dtype=np.float64)
 
@@ -128,17 +148,20 @@ class WindowSet:
         """[K_split, 3] cost vectors (nodes, edges, pairs) of a split's windows, in time order.
 
         Training pairs are positives × (1 + neg_mult); evaluation runs only the encoder on device, so
-        its pair column is 0.
+        its pair column is 0. ``edge_cls`` classifies the target's edges in every split.
         """
         c = self._costs[self.splits[split]].copy()
+        if self.task == "edge_cls":
+            return c
         c[:, 2] = c[:, 2] * (1 + neg_mult) if neg_mult is not None else 0.0
         return c
 
     def edge_profile(self, split: str) -> np.ndarray:
         """[K_split, W] edges of every window of a split at every time offset."""
         counts = self.graph.edge_counts()
-        w = self.window
-        return np.stack([counts[t - w : t] for t in self.targets[self.splits[split]]]).astype(np.float64)
+        return np.stack([counts[self.history(t)] for t in self.targets[self.splits[split]]]).astype(
+            np.float64
+        )
 
     def schedule_costs(self, split: str, neg_mult: int | None, time_resolved: bool) -> np.ndarray:
         """Costs handed to the scheduler: ``costs`` [K, 3], or time-resolved [K, W + 2] (nodes, edges at
@@ -164,11 +187,12 @@ class WindowSet:
         nodes = self._active_nodes(k)
         lookup = np.full(g.num_nodes, len(nodes), dtype=np.int32)
         lookup[nodes] = np.arange(len(nodes), dtype=np.int32)
-        edges = [lookup[s].astype(np.int32).reshape(-1, 2) for s in g.snapshots[t - self.window : t]]
+        hist = self.history(t)
+        edges = [lookup[s].astype(np.int32).reshape(-1, 2) for s in g.snapshots[hist]]
         feat = np.zeros((self.window, len(nodes) + 1), dtype=np.int32)
         if self.cfg.features == "degree":
             for tau in range(self.window):
-                deg = self._degree[t - self.window + tau][nodes]
+                deg = self._degree[hist.start + tau][nodes]
                 feat[tau, : len(nodes)] = np.minimum(deg, self.num_features - 1)
         target = g.snapshots[t]
         return LocalWindow(
@@ -195,7 +219,10 @@ class WindowSet:
 
         Returns:
           pairs: [Q, 2] int32 local pairs (positives first), labels: [Q] int32 (1 edge, 0 non-edge).
+          ``edge_cls``: the target's edges and their labels (``edge_labels``), whatever ``neg_mult``.
         """
+        if self.task == "edge_cls":
+            return self.get(k).positives, self.edge_labels(k)
         win = self.get(k)
         neg = win.to_local(self._negatives(k, neg_mult, seed, epoch).ravel()).reshape(-1, 2)
         return _pairs_with_labels(win.positives, neg)
@@ -244,6 +271,11 @@ def _pairs_with_labels(pos: np.ndarray, neg: np.ndarray) -> tuple[np.ndarray, np
     pairs = np.concatenate([pos, neg]).astype(np.int32)
     labels = np.concatenate([np.ones(len(pos), np.int32), np.zeros(len(neg), np.int32)])
     return pairs, labels
+
+    def edge_labels(self, k: int) -> np.ndarray:
+        """``edge_cls``: [Q+] int32 label of every target edge of window k, aligned with its
+        ``positives``: 1 when most of the pair's ratings in the snapshot are positive, else 0."""
+        return (self.graph.votes[int(self.targets[k])] > 0).astype(np.int32)
 
 
 def _isin_sorted(values: np.ndarray, sorted_ref: np.ndarray) -> np.ndarray:
