@@ -127,7 +127,7 @@ class Runner:
                 )
                 xs = self._features(self.windows.global_features(int(k)))
                 t = int(self.windows.targets[int(k)])
-                es = [_edge_index(s) for s in self.graph.snapshots[t - self.windows.window : t]]
+                es = [_edge_index(s) for s in self.graph.snapshots[self.windows.history(t)]]
                 n, d = self._weighted_ce(self.ddp(xs, es, *_ends(pairs)), labels, scale)
                 num, den = num + n, den + d
             return num, den

@@ -239,12 +239,16 @@ class WindowSet:
         """[W, N] int32 node input categories of window k over the whole node set (``LocalWindow.feat``
         of the active nodes; an inactive node has degree 0 in every history snapshot, as the background
         node)."""
-        t = int(self.targets[k])
         feat = np.zeros((self.window, self.graph.num_nodes), dtype=np.int32)
         if self.cfg.features == "degree":
-            for tau in range(self.window):
-                feat[tau] = np.minimum(self._degree[t - self.window + tau], self.num_features - 1)
+            for tau, snap in enumerate(range(len(self.graph.snapshots))[self.history(int(self.targets[k]))]):
+                feat[tau] = np.minimum(self._degree[snap], self.num_features - 1)
         return feat
+
+    def edge_labels(self, k: int) -> np.ndarray:
+        """``edge_cls``: [Q+] int32 label of every target edge of window k, aligned with its
+        ``positives``: 1 when most of the pair's ratings in the snapshot are positive, else 0."""
+        return (self.graph.votes[int(self.targets[k])] > 0).astype(np.int32)
 
     def _negatives(self, k: int, neg_mult: int, seed: int, epoch: int) -> np.ndarray:
         """[Q-, 2] int64 global non-edges of window k's target snapshot (see ``training_pairs``)."""
@@ -271,11 +275,6 @@ def _pairs_with_labels(pos: np.ndarray, neg: np.ndarray) -> tuple[np.ndarray, np
     pairs = np.concatenate([pos, neg]).astype(np.int32)
     labels = np.concatenate([np.ones(len(pos), np.int32), np.zeros(len(neg), np.int32)])
     return pairs, labels
-
-    def edge_labels(self, k: int) -> np.ndarray:
-        """``edge_cls``: [Q+] int32 label of every target edge of window k, aligned with its
-        ``positives``: 1 when most of the pair's ratings in the snapshot are positive, else 0."""
-        return (self.graph.votes[int(self.targets[k])] > 0).astype(np.int32)
 
 
 def _isin_sorted(values: np.ndarray, sorted_ref: np.ndarray) -> np.ndarray:
