@@ -145,16 +145,13 @@ class Trainer:
         example = self.pack([[0]], "train", epoch=0, rows=[0])[0]
         self._budgets.clear()  # the init example is not a training step
         local = {k: v[0] for k, v in example.items()}
-        params = self.model.init(jax.random.key(c.train.seed), local)  # the same on every process
+        # the same on every process; jitted: one compiled program instead of hundreds of eager
+        # primitives (3-4 s per Trainer for a scanned model on a 2-core machine)
+        params = jax.jit(self.model.init)(jax.random.key(c.train.seed), local)
         self.params = parallel.replicate(self.mesh, params)
         self.opt_state = parallel.replicate(self.mesh, self.tx.init(params))
         # --- steps ------------------------------------------------------------------------------
         self.method = c.schedule.method
-        if self.method in ("snapshot", "vertex") and jax.process_count() > 1:
-            raise UserError(
-                f"schedule.method={self.method} runs in one process for now: use psg, dygnex_g or "
-                "dygnex_l across processes"
-            )
         self.micro_batches = c.parallel.micro_batches or self.n_devices
         if self.method == "snapshot" and self.micro_batches > c.train.batch_size:
             raise UserError(
@@ -270,7 +267,8 @@ class Trainer:
         devices, padded load of the whole step), loads weighted by the cost weights.
 
         psg / dygnex: each device its own windows. snapshot: the step's windows in M micro-batches,
-        every device its time range of each; its padded load counts the M + P - 1 ticks of T offsets
+        every device its time range of each (every process builds all P devices' rows and keeps its
+        own); its padded load counts the M + P - 1 ticks of T offsets
         every device runs (bubble and padded offsets included), the real load is the micro-batches'
         real work. vertex: the step packed as one graph, every device its node range.
         """
@@ -278,14 +276,14 @@ class Trainer:
         if self.method == "snapshot":
             m = self.micro_batches
             groups = [list(g) for g in np.array_split(np.concatenate(step), m)]
-            micro, work, budget = self.pack(groups, "train", epoch, groups=m)
+            micro, work, budget = self.pack(groups, "train", epoch, rows=list(range(m)), groups=m)
             batch = partition.pipeline_batch(micro, w, self.n_devices)
             t = batch["feat"].shape[2]
             ticks = m + self.n_devices - 1
             padded = self.n_devices * ticks * float(padded_work(budget, w) @ self.weights) * t / w
             real = [float(real_work(d) @ self.weights) for d in work]
             loads = [sum(real) / self.n_devices] * self.n_devices  # every device works on every window
-            return batch, budget, loads, padded
+            return self._local(batch), budget, loads, padded
         if self.method == "vertex":
             ids = self.windows.splits["train"][np.concatenate(step).astype(np.int64)]
             work = self.device_work(ids, "train", epoch)
@@ -293,10 +291,21 @@ class Trainer:
                 work, self.n_devices, c.parallel, w, c.train.batch_size, c.train.class_weights
             )
             loads = [float(r @ self.weights) for r in real]
-            return batch, budget, loads, self.n_devices * float(padded_work(budget, w) @ self.weights)
+            return (
+                self._local(batch),
+                budget,
+                loads,
+                self.n_devices * float(padded_work(budget, w) @ self.weights),
+            )
         batch, work, budget = self.pack(step, "train", epoch)
         loads = [float(real_work(d) @ self.weights) for d in work]
         return batch, budget, loads, self.n_devices * float(padded_work(budget, w) @ self.weights)
+
+    def _local(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """This process's rows of a batch built for all P devices (every process builds the same)."""
+        if len(self.local_rows) == self.n_devices:
+            return batch
+        return {k: v[self.local_rows] for k, v in batch.items()}
 
     def comm_bytes(self, batch: dict) -> dict[str, float]:
         """Bytes the step's collectives move for a batch of this shape (traced once per shape)."""
@@ -311,9 +320,10 @@ class Trainer:
 
     # --- training -----------------------------------------------------------------------------
 
-    def train_epoch(self, epoch: int, progress=None) -> dict:
+    def epoch_schedule(self, epoch: int):
+        """The scheduler's assignment of the training windows to steps and devices for ``epoch``."""
         c = self.config
-        sched = schedule(
+        return schedule(
             self.schedule_costs,
             self.n_devices,
             c.train.batch_size,
@@ -321,6 +331,11 @@ class Trainer:
             seed=c.train.seed,
             epoch=epoch,
         )
+
+    def train_epoch(self, epoch: int, progress=None, sched=None) -> dict:
+        """One training epoch; ``sched``: ``epoch_schedule(epoch)`` when the caller already has it."""
+        c = self.config
+        sched = sched if sched is not None else self.epoch_schedule(epoch)
         start, start_cpu = time.perf_counter(), time.process_time()
         loss_sum = weight_sum = 0.0
         real = padded = predicted = 0.0

@@ -34,11 +34,14 @@ def launcher(*args, timeout=240, **kw):
     )
 
 
-def test_two_processes_match_one_process(tmp_path):
-    """2 processes x 2 devices == 1 process x 4 devices: every step's loss and the parameters, 1e-5."""
+@pytest.mark.parametrize("method", ["dygnex_g", "snapshot", "vertex"])
+def test_two_processes_match_one_process(tmp_path, method):
+    """2 processes x 2 devices == 1 process x 4 devices: every step's loss and the parameters, 1e-5,
+    also for the partitioned steps (the pipeline's permutes and vertex's all-gathers cross processes)."""
     out = tmp_path / "mp.npz"
+    override = f"schedule.method={method}"
     proc = launcher(
-        2, "--devices-per-process", 2, "--script", REPO / "tests" / "multihost_worker.py", "--", out
+        2, "--devices-per-process", 2, "--script", REPO / "tests" / "multihost_worker.py", "--", out, override
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     multi = np.load(out)
@@ -49,7 +52,7 @@ def test_two_processes_match_one_process(tmp_path):
     from dygnex_jax.config import load_config
     from dygnex_jax.train import Trainer
 
-    single = Trainer(load_config(REPO / "configs" / "smoke.yaml", ["parallel.devices=4"]))
+    single = Trainer(load_config(REPO / "configs" / "smoke.yaml", ["parallel.devices=4", override]))
     single.train_epoch(1)
     losses = np.array([s["loss"] for s in single.last_steps])
     assert len(losses) >= 2
