@@ -120,6 +120,15 @@ def to_host(tree):
     )
 
 
+def sum_over_processes(value: float) -> float:
+    """A host number summed over the processes of a multi-process run (itself in one process)."""
+    if jax.process_count() == 1:
+        return value
+    from jax.experimental import multihost_utils
+
+    return float(np.sum(multihost_utils.process_allgather(np.asarray([value], np.float64))))
+
+
 def _local(batch: dict) -> dict:
     return {k: v[0] for k, v in batch.items()}
 

@@ -396,7 +396,9 @@ class Trainer:
             )
             if progress:
                 progress(i + 1, sched.num_steps)
-        seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - start_cpu
+        seconds = time.perf_counter() - start
+        # CPU seconds of this epoch's training in all processes (every thread of each)
+        cpu_seconds = parallel.sum_over_processes(time.process_time() - start_cpu)
         sched_stats = summarize(self.train_costs, sched, self.weights)
         return {
             "loss": loss_sum / weight_sum if weight_sum else float("nan"),

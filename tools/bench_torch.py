@@ -6,7 +6,8 @@ the ratios, and the validation / test MAP of each; writes the rows to ``--json``
     python tools/bench_torch.py --procs 2 --epochs 4 --seeds 0 1 2 --json docs/bench_torch.json
 
 Systems (``--systems``): ``ours:dygnex_g`` and ``ours:psg`` (our trainer with that ``schedule.method``);
-``torch:full`` (PyG-T as its users run it: each window on the whole node set, a rank's windows one after
+``ours2p:dygnex_g`` (the same on P processes of 1 device each, multi-host on one machine, as DDP runs P
+processes; ``ours`` runs P fake devices in one process); ``torch:full`` (PyG-T as its users run it: each window on the whole node set, a rank's windows one after
 the other) and ``torch:packed`` (PyG-T given our data layout: active nodes + one background node per
 window, a rank's windows as one disjoint union). The speed-up is ``torch:full`` / ``ours:dygnex_g``.
 
@@ -31,13 +32,16 @@ REPO = Path(__file__).resolve().parents[1]
 CONFIGS = {"bitcoin_otc": "configs/egcn_o_bitcoin_otc.yaml", "uci_collegemsg": "configs/egcn_o_uci.yaml"}
 DEFAULT_CASES = [f"{m}:{d}" for d in CONFIGS for m in ("egcn_o", "gcrn_gru", "tgcn")]
 CPU_KEY = "epoch_cpu_seconds"
-SYSTEMS = ("ours:dygnex_g", "ours:psg", "torch:full", "torch:packed")
+SYSTEMS = ("ours:dygnex_g", "ours:psg", "ours2p:dygnex_g", "torch:full", "torch:packed")
 
 
-def steady_epoch_seconds(out: Path, per_epoch: list[float], key: str = "seconds") -> list[float]:
+def steady_epoch_seconds(
+    out: Path, per_epoch: list[float], key: str = "seconds", scale: float = 1.0
+) -> list[float]:
     """Our epoch times (``key``: wall ``seconds`` or ``cpu_seconds``) without compilation: a step that
     compiled is charged the median time of the run's steps with the same budget that did not (its own
-    time when there is none)."""
+    time when there is none). ``scale``: the step log is process 0's, the epoch figure the sum over this
+    many processes (CPU seconds of a multi-process run), each of which compiled alike."""
     steps = [json.loads(line) for line in (out / "steps.jsonl").read_text().splitlines()]
     by_budget: dict = {}
     for s in steps:
@@ -46,7 +50,7 @@ def steady_epoch_seconds(out: Path, per_epoch: list[float], key: str = "seconds"
     steady = list(per_epoch)
     for s in steps:
         if s["compiled"] and tuple(s["budget"]) in by_budget:
-            steady[s["epoch"] - 1] -= s[key] - statistics.median(by_budget[tuple(s["budget"])])
+            steady[s["epoch"] - 1] -= scale * (s[key] - statistics.median(by_budget[tuple(s["budget"])]))
     return steady
 
 
@@ -59,7 +63,7 @@ def run_case(system: str, model: str, dataset: str, seed: int, args, work: Path)
         f"train.seed={seed}",
         f"train.epochs={args.epochs}",
         f"train.eval_every={args.epochs}",
-        f"schedule.method={variant if kind == 'ours' else 'psg'}",
+        f"schedule.method={variant if kind.startswith('ours') else 'psg'}",
         *args.override,
     ]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -67,6 +71,10 @@ def run_case(system: str, model: str, dataset: str, seed: int, args, work: Path)
         env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={args.procs}"
         cmd = [sys.executable, "-m", "dygnex_jax", "train", "--config", CONFIGS[dataset], "--out", str(out)]
         cmd += [*overrides, f"parallel.devices={args.procs}"]
+    elif kind == "ours2p":  # P processes x 1 device (multi-host on one machine), as DDP runs P processes
+        env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=1"
+        cmd = [sys.executable, "tools/launch_local.py", str(args.procs), "--"]
+        cmd += ["--config", CONFIGS[dataset], "--out", str(out), *overrides]
     else:
         cmd = [sys.executable, "tools/torch_baseline.py", "--config", CONFIGS[dataset], "--out", str(out)]
         cmd += ["--procs", str(args.procs), "--threads", str(args.threads), "--layout", variant, *overrides]
@@ -82,8 +90,9 @@ def run_case(system: str, model: str, dataset: str, seed: int, args, work: Path)
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     wall = [r["epoch_seconds"] for r in rows]
     cpu = [r["epoch_cpu_seconds"] for r in rows]
-    steady = steady_epoch_seconds(out, wall) if kind == "ours" else wall
-    steady_cpu = steady_epoch_seconds(out, cpu, "cpu_seconds") if kind == "ours" else cpu
+    steady = steady_epoch_seconds(out, wall) if kind.startswith("ours") else wall
+    procs = args.procs if kind == "ours2p" else 1
+    steady_cpu = steady_epoch_seconds(out, cpu, "cpu_seconds", procs) if kind.startswith("ours") else cpu
     return {
         "epoch_seconds": statistics.median(steady[1:] or steady),
         "epoch_cpu_seconds": statistics.median(steady_cpu[1:] or steady_cpu),
@@ -187,7 +196,11 @@ def main(argv=None) -> int:
     p.add_argument("--epochs", type=int, default=4)
     p.add_argument("--seeds", type=int, nargs="*", default=[0])
     p.add_argument("--json", default="", help="write the rows here (and a PNG beside it)")
-    p.add_argument("--append", action="store_true", help="keep the rows already in --json (other cases)")
+    p.add_argument(
+        "--append",
+        action="store_true",
+        help="keep the rows already in --json; a run of the same model, dataset and seed adds its systems to that row",
+    )
     p.add_argument(
         "--table-only", action="store_true", help="print the table and plot of --json, run nothing"
     )
@@ -207,12 +220,15 @@ def main(argv=None) -> int:
         for i, seed in enumerate([] if a.table_only else a.seeds):
             for case in a.cases:
                 model, dataset = case.split(":")
-                row = {"model": model, "dataset": dataset, "seed": seed, "load_average": os.getloadavg()[0]}
+                key = {"model": model, "dataset": dataset, "seed": seed}
+                old = [r for r in rows if all(r[k] == v for k, v in key.items())]
+                row = old[0] if old else {**key, "load_average": os.getloadavg()[0]}
+                if not old:
+                    rows.append(row)
                 for system in a.systems if i == 0 else a.seed_systems:
                     row[system] = run_case(system, model, dataset, seed, a, work)
                 row["speedup"] = speedups(row)
                 row["cpu_speedup"] = speedups(row, "epoch_cpu_seconds")
-                rows.append(row)
                 print(
                     json.dumps({k: row[k] for k in ("model", "dataset", "seed", "speedup")}), file=sys.stderr
                 )
