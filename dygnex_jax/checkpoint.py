@@ -127,9 +127,22 @@ def trainer_meta(trainer, epoch: int, history: list[dict]) -> dict:
     }
 
 
+def _checkpointer():
+    """An orbax PyTree checkpointer for this process alone. In a multi-process run process 0 saves
+    (from host copies of the replicated state) and every process restores by itself; orbax's default
+    would wait at a barrier for all processes inside ``save``, which the others never reach (they are in
+    the next training step's collective): a deadlock."""
+    import orbax.checkpoint as ocp
+
+    me = jax.process_index()
+    alone = ocp.options.MultiprocessingOptions(primary_host=me, active_processes={me})
+    return ocp.Checkpointer(
+        ocp.PyTreeCheckpointHandler(multiprocessing_options=alone), multiprocessing_options=alone
+    )
+
+
 def save(trainer, out_dir: str | Path, epoch: int, history: list[dict], keep: int) -> Path:
     """Write the checkpoint of ``epoch`` atomically; keep the newest ``keep``. Returns its folder."""
-    import orbax.checkpoint as ocp
 
     root = Path(out_dir) / FOLDER
     root.mkdir(parents=True, exist_ok=True)
@@ -138,7 +151,7 @@ def save(trainer, out_dir: str | Path, epoch: int, history: list[dict], keep: in
     final = root / f"epoch_{epoch:06d}"
     tmp = root / f".tmp-{final.name}-{os.getpid()}"
     tmp.mkdir()
-    ocp.PyTreeCheckpointer().save((tmp / "state").absolute(), _state_tree(trainer))  # orbax: absolute only
+    _checkpointer().save((tmp / "state").absolute(), _state_tree(trainer))  # orbax: absolute paths only
     meta = tmp / "meta.json"
     meta.write_text(json.dumps(trainer_meta(trainer, epoch, history)) + "\n")
     _fsync(meta)
@@ -206,7 +219,7 @@ def restore(trainer, ckpt: Checkpoint) -> list[dict]:
 
     target = _state_tree(trainer)
     args = jax.tree.map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray), target)
-    state = ocp.PyTreeCheckpointer().restore(
+    state = _checkpointer().restore(
         (ckpt.path / "state").absolute(), args=ocp.args.PyTreeRestore(restore_args=args)
     )
     want = jax.tree.map(lambda x: (x.shape, str(x.dtype)), target)

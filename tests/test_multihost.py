@@ -204,3 +204,17 @@ def test_cli_two_processes_write_once(tmp_path):
     np.testing.assert_allclose([r["loss"] for r in rows(multi)], [r["loss"] for r in rows(single)], rtol=1e-5)
     summary = json.loads((multi / "summary.json").read_text())
     assert summary["devices"] == 4
+
+
+def test_two_processes_checkpoint_and_resume(tmp_path):
+    """Process 0 saves while process 1 goes on to the next step's collective: the save must not wait
+    for process 1 (orbax's default barrier deadlocked here). Then both processes resume from it."""
+    out = tmp_path / "run"
+    first = launcher(2, "--", "--config", "configs/smoke.yaml", "--out", out, "train.epochs=2", timeout=300)
+    assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["epoch_000001", "epoch_000002"]
+    again = launcher(2, "--", "--resume", out, "train.epochs=3", timeout=300)
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    assert "[0] resuming" in again.stdout and "[0] epoch 3/3" in again.stdout
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in rows] == [1, 2, 3] and all(np.isfinite(r["loss"]) for r in rows)

@@ -38,19 +38,30 @@ SYSTEMS = ("ours:dygnex_g", "ours:psg", "ours2p:dygnex_g", "torch:full", "torch:
 def steady_epoch_seconds(
     out: Path, per_epoch: list[float], key: str = "seconds", scale: float = 1.0
 ) -> list[float]:
-    """Our epoch times (``key``: wall ``seconds`` or ``cpu_seconds``) without compilation: a step that
-    compiled is charged the median time of the run's steps with the same budget that did not (its own
-    time when there is none). ``scale``: the step log is process 0's, the epoch figure the sum over this
-    many processes (CPU seconds of a multi-process run), each of which compiled alike."""
+    """Our epoch times (``key``: wall ``seconds`` or ``cpu_seconds``) without compilation. A step that
+    compiled is charged the median time of the run's steps with the same budget that did not; when no
+    such step ran, its cost-model prediction (``predicted_seconds``, a function of the padded budget)
+    times the median ratio of measured to predicted time over the run's steps that did not compile.
+    ``scale``: the step log is process 0's, the epoch figure the sum over this many processes (CPU
+    seconds of a multi-process run), each of which compiled alike."""
     steps = [json.loads(line) for line in (out / "steps.jsonl").read_text().splitlines()]
     by_budget: dict = {}
     for s in steps:
         if not s["compiled"]:
             by_budget.setdefault(tuple(s["budget"]), []).append(s[key])
+    clean = [s for s in steps if not s["compiled"] and s["predicted_seconds"] > 0]
+    ratio = statistics.median(s[key] / s["predicted_seconds"] for s in clean) if clean else None
     steady = list(per_epoch)
     for s in steps:
-        if s["compiled"] and tuple(s["budget"]) in by_budget:
-            steady[s["epoch"] - 1] -= scale * (s[key] - statistics.median(by_budget[tuple(s["budget"])]))
+        if not s["compiled"]:
+            continue
+        if tuple(s["budget"]) in by_budget:
+            charge = statistics.median(by_budget[tuple(s["budget"])])
+        elif ratio is not None:
+            charge = ratio * s["predicted_seconds"]
+        else:
+            continue
+        steady[s["epoch"] - 1] -= scale * (s[key] - charge)
     return steady
 
 
