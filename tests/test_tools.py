@@ -186,3 +186,49 @@ def test_sweep_grid_parsing():
     assert sweep.point_name([("schedule.method", "psg"), ("train.batch_size", "8")]) == (
         "method=psg_batch_size=8"
     )
+
+
+def test_bench_torch_charges_compiled_steps_a_steady_time(tmp_path):
+    """A compiling step costs what the same budget costs uncompiled; with no such step, its predicted
+    time scaled by the run's measured / predicted ratio; the CPU figure of P processes scales by P."""
+    bench = load_tool("bench_torch")
+    steps = [
+        {
+            "epoch": 1,
+            "compiled": True,
+            "budget": [8, 8],
+            "seconds": 9.0,
+            "cpu_seconds": 9.0,
+            "predicted_seconds": 1.0,
+        },
+        {
+            "epoch": 1,
+            "compiled": False,
+            "budget": [8, 8],
+            "seconds": 2.0,
+            "cpu_seconds": 2.0,
+            "predicted_seconds": 1.0,
+        },
+        {
+            "epoch": 2,
+            "compiled": True,
+            "budget": [4, 4],
+            "seconds": 7.0,
+            "cpu_seconds": 7.0,
+            "predicted_seconds": 0.5,
+        },
+        {
+            "epoch": 2,
+            "compiled": False,
+            "budget": [8, 8],
+            "seconds": 2.0,
+            "cpu_seconds": 2.0,
+            "predicted_seconds": 1.0,
+        },
+    ]
+    (tmp_path / "steps.jsonl").write_text("".join(json.dumps(s) + "\n" for s in steps))
+    # epoch 1: 9 -> 2 (same budget); epoch 2: 7 -> 0.5 * (2 / 1) = 1
+    assert bench.steady_epoch_seconds(tmp_path, [11.5, 9.5]) == pytest.approx([4.5, 3.5])
+    assert bench.steady_epoch_seconds(tmp_path, [23.0, 19.0], "cpu_seconds", scale=2) == pytest.approx(
+        [9.0, 7.0]
+    )
