@@ -175,14 +175,14 @@ def plot(rows: list[dict], cases: list[str], systems: list[str], path: Path) -> 
         for case in cases:
             model, dataset = case.split(":")
             vals = [
-                r[system]["epoch_seconds"]
+                r[system][CPU_KEY]
                 for r in rows
                 if (r["model"], r["dataset"]) == (model, dataset) and system in r
             ]
             ys.append(statistics.median(vals) if vals else 0.0)
         ax.bar([i + j * width for i in range(len(cases))], ys, width, label=system)
     ax.set_xticks([i + 0.4 - width / 2 for i in range(len(cases))], [c.replace(":", "\n") for c in cases])
-    ax.set_ylabel("training s / epoch (median after warm-up)")
+    ax.set_ylabel("training CPU s / epoch, all processes\n(median after warm-up; load-robust)")
     ax.set_title("dygnex_jax vs PyTorch Geometric Temporal + DDP, same CPU")
     ax.legend(fontsize=8)
     fig.tight_layout()
