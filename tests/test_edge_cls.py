@@ -7,9 +7,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from test_parallel import assert_trees_close
+from test_parallel import assert_trees_close, grads_on_eight_and_one
 
-from dygnex_jax import parallel
 from dygnex_jax.__main__ import main
 from dygnex_jax.config import DataConfig, load_config
 from dygnex_jax.data.loaders import edge_stream_to_graph, read_edge_stream
@@ -165,15 +164,7 @@ def test_edge_cls_padding_invariance():
 def test_edge_cls_eight_devices_equal_one_device():
     multi, single = trainer(8), trainer(1)
     loss_fn = make_loss_fn(multi.model)
-    ids = list(range(8))
-    batch8, _, _ = multi.pack([[i] for i in ids], "train", epoch=1)
-    batch1, _, _ = single.pack([ids], "train", epoch=1)
-    n8, d8, g8 = parallel.make_grad_fn(loss_fn, multi.mesh)(
-        multi.params, parallel.shard_batch(multi.mesh, batch8)
-    )
-    n1, d1, g1 = parallel.make_grad_fn(loss_fn, single.mesh)(
-        single.params, parallel.shard_batch(single.mesh, batch1)
-    )
+    (n8, d8, g8), (n1, d1, g1), _, _ = grads_on_eight_and_one(multi, single, loss_fn)
     assert float(d8) == pytest.approx(float(d1), rel=1e-6) and float(d1) > 0
     np.testing.assert_allclose(float(n8), float(n1), rtol=1e-5)
     assert_trees_close(jax.tree.map(lambda g: g / d8, g8), jax.tree.map(lambda g: g / d1, g1))

@@ -15,8 +15,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from test_parallel import grads_on_eight_and_one
 
-from dygnex_jax import parallel
 from dygnex_jax.config import DataConfig, load_config
 from dygnex_jax.data import datasets
 from dygnex_jax.data.graph import DynamicGraph
@@ -220,15 +220,7 @@ def test_node_loss_padding_invariance(model):
 def test_eight_devices_equal_one_device_node_reg():
     multi, single = trainer("gcrn_gru", 8), trainer("gcrn_gru", 1)
     loss_fn = make_loss_fn(multi.model, node_loss)
-    ids = list(range(8))
-    batch8, _, _ = multi.pack([[i] for i in ids], "train", epoch=1)
-    batch1, _, _ = single.pack([ids], "train", epoch=1)
-    n8, d8, g8 = parallel.make_grad_fn(loss_fn, multi.mesh)(
-        multi.params, parallel.shard_batch(multi.mesh, batch8)
-    )
-    n1, d1, g1 = parallel.make_grad_fn(loss_fn, single.mesh)(
-        single.params, parallel.shard_batch(single.mesh, batch1)
-    )
+    (n8, d8, g8), (n1, d1, g1), _, _ = grads_on_eight_and_one(multi, single, loss_fn)
     assert float(d8) == float(d1) == 8 * 9  # every node of every window is a target
     np.testing.assert_allclose(float(n8), float(n1), rtol=1e-5)
     for a, b in zip(jax.tree.leaves(g8), jax.tree.leaves(g1)):

@@ -29,6 +29,19 @@ def assert_trees_close(a, b, tol=1e-5):
 SLOW = pytest.mark.slow
 
 
+def grads_on_eight_and_one(multi: Trainer, single: Trainer, loss_fn):
+    """Training windows 0..7 as one step, one window per device on ``multi`` (8 devices) and all on
+    ``single`` (1 device): ((loss sum, weight sum, gradient sums) of each, and the two host batches)."""
+    ids = list(range(8))
+    batch8, _, _ = multi.pack([[i] for i in ids], "train", epoch=1)
+    batch1, _, _ = single.pack([ids], "train", epoch=1)
+    out8 = parallel.make_grad_fn(loss_fn, multi.mesh)(multi.params, parallel.shard_batch(multi.mesh, batch8))
+    out1 = parallel.make_grad_fn(loss_fn, single.mesh)(
+        single.params, parallel.shard_batch(single.mesh, batch1)
+    )
+    return out8, out1, batch8, batch1
+
+
 @pytest.mark.parametrize(
     "model", ["egcn_o", "gcrn_gru", pytest.param("egcn_h", marks=SLOW), pytest.param("mpnn_lstm", marks=SLOW)]
 )
@@ -36,15 +49,7 @@ def test_eight_devices_equal_one_device(model):
     multi = trainer(model, 8)
     single = trainer(model, 1)
     loss_fn = make_loss_fn(multi.model)
-    ids = list(range(8))
-    batch8, _, _ = multi.pack([[i] for i in ids], "train", epoch=1)
-    batch1, _, _ = single.pack([ids], "train", epoch=1)
-    n8, d8, g8 = parallel.make_grad_fn(loss_fn, multi.mesh)(
-        multi.params, parallel.shard_batch(multi.mesh, batch8)
-    )
-    n1, d1, g1 = parallel.make_grad_fn(loss_fn, single.mesh)(
-        single.params, parallel.shard_batch(single.mesh, batch1)
-    )
+    (n8, d8, g8), (n1, d1, g1), batch8, batch1 = grads_on_eight_and_one(multi, single, loss_fn)
     assert float(d8) == pytest.approx(float(d1), rel=1e-6) and float(d1) > 0
     np.testing.assert_allclose(float(n8), float(n1), rtol=1e-5)
     assert_trees_close(jax.tree.map(lambda g: g / d8, g8), jax.tree.map(lambda g: g / d1, g1))

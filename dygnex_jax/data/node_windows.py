@@ -24,6 +24,7 @@ import numpy as np
 from ..config import DataConfig
 from ..errors import UserError
 from .graph import DynamicGraph
+from .windows import WindowSet, chronological_splits
 
 
 @dataclasses.dataclass
@@ -70,20 +71,12 @@ class NodeWindowSet:
                 f"{graph.name} has {t}: use a smaller window or fewer lags"
             )
         self.targets = np.arange(first, t, dtype=np.int64)
-        k = len(self.targets)
-        n_train = int(round(cfg.train_frac * k))
-        n_val = int(round(cfg.val_frac * k))
-        if n_train < 1 or k - n_train - n_val < 1 or (cfg.val_frac > 0 and n_val < 1):
-            raise UserError(
-                f"{k} windows (snapshots {t}, window {cfg.window}, lags {cfg.lags}) are too few for the "
-                f"split train {cfg.train_frac} / val {cfg.val_frac}: use a smaller window or fewer lags"
-            )
-        ids = np.arange(k)
-        self.splits = {
-            "train": ids[:n_train],
-            "val": ids[n_train : n_train + n_val],
-            "test": ids[n_train + n_val :],
-        }
+        self.splits = chronological_splits(
+            len(self.targets),
+            cfg,
+            f"snapshots {t}, window {cfg.window}, lags {cfg.lags}",
+            "use a smaller window or fewer lags",
+        )
         self.num_features = cfg.lags
         self._cache: dict[int, NodeWindow] = {}
 
@@ -130,6 +123,4 @@ class NodeWindowSet:
 
 def task_windows(graph: DynamicGraph, cfg: DataConfig):
     """The window set of ``cfg.task``: ``NodeWindowSet`` for node_reg, else the link ``WindowSet``."""
-    from .windows import WindowSet
-
     return (NodeWindowSet if cfg.task == "node_reg" else WindowSet)(graph, cfg)

@@ -96,21 +96,12 @@ class WindowSet:
             )
         # window k targets snapshot W - 1 + lag + k
         self.targets = np.arange(cfg.window - 1 + self.lag, t, dtype=np.int64)
-        k = len(self.targets)
-        n_train = int(round(cfg.train_frac * k))
-        n_val = int(round(cfg.val_frac * k))
-        n_test = k - n_train - n_val
-        if n_train < 1 or n_test < 1 or (cfg.val_frac > 0 and n_val < 1):
-            raise UserError(
-                f"{k} windows (snapshots {t}, window {cfg.window}) are too few for the split "
-                f"train {cfg.train_frac} / val {cfg.val_frac}: use a smaller window or more snapshots"
-            )
-        ids = np.arange(k)
-        self.splits = {
-            "train": ids[:n_train],
-            "val": ids[n_train : n_train + n_val],
-            "test": ids[n_train + n_val :],
-        }
+        self.splits = chronological_splits(
+            len(self.targets),
+            cfg,
+            f"snapshots {t}, window {cfg.window}",
+            "use a smaller window or more snapshots",
+        )
         self.num_features = cfg.max_degree if cfg.features == "degree" else 1
         # Per-snapshot node degrees and activity, computed once.
         n = graph.num_nodes
@@ -119,7 +110,7 @@ class WindowSet:
         ]
         self._cache: dict[int, LocalWindow] = {}
         self._cache_edges = 0
-        self._costs = np.stack([self._cost(i) for i in range(k)])
+        self._costs = np.stack([self._cost(i) for i in range(len(self.targets))])
 
     # -------------------------------------------------------------------------------------------
 
@@ -269,6 +260,21 @@ class WindowSet:
             if have >= want:
                 break
         return np.concatenate(parts)[:want].astype(np.int64).reshape(-1, 2)
+
+
+def chronological_splits(k: int, cfg: DataConfig, described: str, remedy: str) -> dict[str, np.ndarray]:
+    """Window ids 0..k-1 in time order -> train / val / test by ``cfg.train_frac`` / ``cfg.val_frac``
+    (test: the rest). Too few windows for a non-empty train and test part (and val part when
+    ``val_frac > 0``) is a ``UserError`` naming the windows (``described``) and the ``remedy``."""
+    n_train = int(round(cfg.train_frac * k))
+    n_val = int(round(cfg.val_frac * k))
+    if n_train < 1 or k - n_train - n_val < 1 or (cfg.val_frac > 0 and n_val < 1):
+        raise UserError(
+            f"{k} windows ({described}) are too few for the split train {cfg.train_frac} / "
+            f"val {cfg.val_frac}: {remedy}"
+        )
+    ids = np.arange(k)
+    return {"train": ids[:n_train], "val": ids[n_train : n_train + n_val], "test": ids[n_train + n_val :]}
 
 
 def _pairs_with_labels(pos: np.ndarray, neg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
