@@ -151,6 +151,9 @@ class ParallelConfig:
     micro_batches: int = 0
     # schedule.method=vertex: node ranges by "contiguous" count, or balanced by "degree" (1 + in-degree).
     vertex_balance: str = "contiguous"
+    # Training steps packed and placed on the devices ahead of the running step, by a background
+    # thread, so that host packing overlaps the device's work (0 = pack each step when it is due).
+    prefetch: int = 1
 
 
 @dataclasses.dataclass

@@ -80,6 +80,48 @@ def step_budget(work: list[DeviceWork], ratio: float, minimum: int, window_slots
     )
 
 
+def _pack_graph(work: DeviceWork, budget: Budget, window_len: int, arrays: dict, place) -> dict:
+    """The packing both tasks share: window j's nodes take the next contiguous range of packed ids and
+    at every time offset its edges follow the previous windows' edges; the rest is padding. ``arrays``:
+    the task's own per-node and per-target arrays (already filled with their padding values);
+    ``place(out, j, lo, m, q0)`` writes window j's entries of them (its nodes at ``lo : lo + m``, its
+    targets from ``q0``). An edge's mask is 1, or its weight where the window has ``weights``."""
+    n, e, q, k, w = budget.nodes, budget.edges, budget.pairs, budget.windows, window_len
+    pad = n - 1
+    out = {
+        "senders": np.full((w, e), pad, np.int32),
+        "receivers": np.full((w, e), pad, np.int32),
+        "edge_mask": np.zeros((w, e), np.float32),
+        "node_window": np.full(n, k, np.int32),
+        "window_sizes": np.zeros(k + 1, np.int32),
+        "node_count": np.zeros(n, np.int32),
+        **arrays,
+    }
+    if len(work.windows) > k:
+        raise ValueError(f"{len(work.windows)} windows exceed the budget of {k}")
+    node_off, pair_off, edge_off = 0, 0, np.zeros(w, np.int64)
+    for j, (win, targets) in enumerate(zip(work.windows, work.pairs)):
+        m, nq = win.num_local, len(targets)
+        if node_off + m >= n or pair_off + nq > q:
+            raise ValueError("the work does not fit the budget")
+        out["node_window"][node_off : node_off + m] = j
+        out["window_sizes"][j] = m
+        weights = getattr(win, "weights", None)
+        for tau, edges in enumerate(win.edges):
+            lo, hi = edge_off[tau], edge_off[tau] + len(edges)
+            if hi > e:
+                raise ValueError("the work does not fit the budget")
+            out["senders"][tau, lo:hi] = edges[:, 0] + node_off
+            out["receivers"][tau, lo:hi] = edges[:, 1] + node_off
+            out["edge_mask"][tau, lo:hi] = 1.0 if weights is None else weights[tau]
+            edge_off[tau] = hi
+        place(out, j, node_off, m, pair_off)
+        node_off += m
+        pair_off += nq
+    out["window_sizes"][k] = n - node_off
+    return out
+
+
 def pack_device(work: DeviceWork, budget: Budget, window_len: int, class_weights=(1.0, 1.0)) -> dict:
     """One device's padded arrays.
 
@@ -95,51 +137,28 @@ def pack_device(work: DeviceWork, budget: Budget, window_len: int, class_weights
       pair_label: int32 [Q] 1 edge / 0 non-edge.
       pair_weight: float32 [Q] class weight of the label for real pairs, 0 for padding.
     """
-    n, e, q, k, w = budget.nodes, budget.edges, budget.pairs, budget.windows, window_len
-    pad = n - 1
-    out = {
-        "feat": np.zeros((w, n), np.int32),
-        "senders": np.full((w, e), pad, np.int32),
-        "receivers": np.full((w, e), pad, np.int32),
-        "edge_mask": np.zeros((w, e), np.float32),
-        "node_window": np.full(n, k, np.int32),
-        "window_sizes": np.zeros(k + 1, np.int32),
-        "node_count": np.zeros(n, np.int32),
+    n, q, pad = budget.nodes, budget.pairs, budget.nodes - 1
+    cw = np.asarray(class_weights, np.float32)
+    arrays = {
+        "feat": np.zeros((window_len, n), np.int32),
         "pair_src": np.full(q, pad, np.int32),
         "pair_dst": np.full(q, pad, np.int32),
         "pair_label": np.zeros(q, np.int32),
         "pair_weight": np.zeros(q, np.float32),
     }
-    if len(work.windows) > k:
-        raise ValueError(f"{len(work.windows)} windows exceed the budget of {k}")
-    node_off = 0
-    edge_off = np.zeros(w, np.int64)
-    pair_off = 0
-    cw = np.asarray(class_weights, np.float32)
-    for j, (win, pairs, labels) in enumerate(zip(work.windows, work.pairs, work.labels)):
-        m = win.num_local
-        out["feat"][:, node_off : node_off + m] = win.feat
-        out["node_window"][node_off : node_off + m] = j
-        out["window_sizes"][j] = m
-        out["node_count"][node_off : node_off + m - 1] = 1
-        out["node_count"][node_off + m - 1] = win.inactive
-        for tau, edges in enumerate(win.edges):
-            lo, hi = edge_off[tau], edge_off[tau] + len(edges)
-            out["senders"][tau, lo:hi] = edges[:, 0] + node_off
-            out["receivers"][tau, lo:hi] = edges[:, 1] + node_off
-            out["edge_mask"][tau, lo:hi] = 1.0
-            edge_off[tau] = hi
-        nq = len(pairs)
-        out["pair_src"][pair_off : pair_off + nq] = pairs[:, 0] + node_off
-        out["pair_dst"][pair_off : pair_off + nq] = pairs[:, 1] + node_off
-        out["pair_label"][pair_off : pair_off + nq] = labels
-        out["pair_weight"][pair_off : pair_off + nq] = cw[labels]
-        node_off += m
-        pair_off += nq
-    if node_off >= n or edge_off.max(initial=0) > e or pair_off > q:
-        raise ValueError("the work does not fit the budget")
-    out["window_sizes"][k] = n - node_off
-    return out
+
+    def place(out, j, lo, m, q0):
+        win, pairs, labels = work.windows[j], work.pairs[j], work.labels[j]
+        out["feat"][:, lo : lo + m] = win.feat
+        out["node_count"][lo : lo + m - 1] = 1
+        out["node_count"][lo + m - 1] = win.inactive
+        q1 = q0 + len(pairs)
+        out["pair_src"][q0:q1] = pairs[:, 0] + lo
+        out["pair_dst"][q0:q1] = pairs[:, 1] + lo
+        out["pair_label"][q0:q1] = labels
+        out["pair_weight"][q0:q1] = cw[labels]
+
+    return _pack_graph(work, budget, window_len, arrays, place)
 
 
 def stack_devices(arrays: list[dict]) -> dict:
@@ -178,46 +197,21 @@ def pack_node_device(work: DeviceWork, budget: Budget, window_len: int, num_feat
       target_value: float32 [Q] the signal to predict (0 for padding).
       target_weight: float32 [Q] 1 for real targets, 0 for padding.
     """
-    n, e, q, k, w = budget.nodes, budget.edges, budget.pairs, budget.windows, window_len
-    f, pad = num_features, n - 1
-    out = {
-        "x": np.zeros((w, n, f), np.float32),
-        "senders": np.full((w, e), pad, np.int32),
-        "receivers": np.full((w, e), pad, np.int32),
-        "edge_mask": np.zeros((w, e), np.float32),
-        "node_window": np.full(n, k, np.int32),
-        "window_sizes": np.zeros(k + 1, np.int32),
-        "node_count": np.zeros(n, np.int32),
+    n, q, pad = budget.nodes, budget.pairs, budget.nodes - 1
+    arrays = {
+        "x": np.zeros((window_len, n, num_features), np.float32),
         "target_node": np.full(q, pad, np.int32),
         "target_value": np.zeros(q, np.float32),
         "target_weight": np.zeros(q, np.float32),
     }
-    if len(work.windows) > k:
-        raise ValueError(f"{len(work.windows)} windows exceed the budget of {k}")
-    node_off, pair_off, edge_off = 0, 0, np.zeros(w, np.int64)
-    for j, (win, nodes, values) in enumerate(zip(work.windows, work.pairs, work.labels)):
-        m = win.num_local
-        if node_off + m >= n:
-            raise ValueError("the work does not fit the budget")
-        out["x"][:, node_off : node_off + m] = win.x
-        out["node_window"][node_off : node_off + m] = j
-        out["window_sizes"][j] = m
-        out["node_count"][node_off : node_off + m] = 1
-        for tau, (edges, weights) in enumerate(zip(win.edges, win.weights)):
-            lo, hi = edge_off[tau], edge_off[tau] + len(edges)
-            if hi > e:
-                raise ValueError("the work does not fit the budget")
-            out["senders"][tau, lo:hi] = edges[:, 0] + node_off
-            out["receivers"][tau, lo:hi] = edges[:, 1] + node_off
-            out["edge_mask"][tau, lo:hi] = weights
-            edge_off[tau] = hi
-        nq = len(nodes)
-        out["target_node"][pair_off : pair_off + nq] = nodes + node_off
-        out["target_value"][pair_off : pair_off + nq] = values
-        out["target_weight"][pair_off : pair_off + nq] = 1.0
-        node_off += m
-        pair_off += nq
-    if edge_off.max(initial=0) > e or pair_off > q:
-        raise ValueError("the work does not fit the budget")
-    out["window_sizes"][k] = n - node_off
-    return out
+
+    def place(out, j, lo, m, q0):
+        nodes, values = work.pairs[j], work.labels[j]
+        out["x"][:, lo : lo + m] = work.windows[j].x
+        out["node_count"][lo : lo + m] = 1
+        q1 = q0 + len(nodes)
+        out["target_node"][q0:q1] = nodes + lo
+        out["target_value"][q0:q1] = values
+        out["target_weight"][q0:q1] = 1.0
+
+    return _pack_graph(work, budget, window_len, arrays, place)

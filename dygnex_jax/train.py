@@ -11,13 +11,16 @@ edge classification runs the logits of the target edges on all devices and pools
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import itertools
 import json
 import math
 import os
 import statistics
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import jax
@@ -332,6 +335,31 @@ class Trainer:
             epoch=epoch,
         )
 
+    def prepared_steps(self, sched, epoch: int):
+        """Every step of ``sched`` in order as (host batch, batch on the mesh, budget, loads, padded
+        load). With ``parallel.prefetch`` = k > 0 a background thread packs and places the next k steps
+        while the current one runs (the main thread waits on the devices with the GIL released), so host
+        packing overlaps device work; steps are packed one after another either way, so the batches,
+        and the budgets ``reuse_budget`` picks, are the same."""
+
+        def prepare(step):
+            batch, budget, loads, padded = self.pack_train(step, epoch)
+            return batch, parallel.shard_batch(self.mesh, batch), budget, loads, padded
+
+        ahead = self.config.parallel.prefetch
+        if ahead <= 0:
+            yield from map(prepare, sched.steps)
+            return
+        steps = iter(sched.steps)
+        with ThreadPoolExecutor(1, thread_name_prefix="dygnex-pack") as pool:
+            pending = collections.deque(pool.submit(prepare, s) for s in itertools.islice(steps, ahead))
+            while pending:
+                ready = pending.popleft().result()
+                nxt = next(steps, None)
+                if nxt is not None:
+                    pending.append(pool.submit(prepare, nxt))
+                yield ready
+
     def train_epoch(self, epoch: int, progress=None, sched=None) -> dict:
         """One training epoch; ``sched``: ``epoch_schedule(epoch)`` when the caller already has it."""
         c = self.config
@@ -343,17 +371,16 @@ class Trainer:
         budgets = set()
         comm = {k: 0.0 for k in ("gradients", "states", "features", "total")}
         self.last_steps: list[dict] = []  # per-step figures of this epoch (steps.jsonl)
-        for i, step in enumerate(sched.steps):
-            batch, budget, loads, step_padded = self.pack_train(step, epoch)
+        for i, (step, (batch, placed, budget, loads, step_padded)) in enumerate(
+            zip(sched.steps, self.prepared_steps(sched, epoch))
+        ):
             budgets.add(budget.as_tuple())
             step_comm = self.comm_bytes(batch)
             for k in comm:
                 comm[k] += step_comm[k]
             compiled = len(self.train_step.traces)
             step_start, step_cpu = time.perf_counter(), time.process_time()
-            self.params, self.opt_state, stats = self.train_step(
-                self.params, self.opt_state, parallel.shard_batch(self.mesh, batch)
-            )
+            self.params, self.opt_state, stats = self.train_step(self.params, self.opt_state, placed)
             loss, weight = float(stats["loss"]), float(stats["weight"])
             step_seconds = time.perf_counter() - step_start
             step_cpu = time.process_time() - step_cpu  # all of this process's threads

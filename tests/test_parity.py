@@ -274,6 +274,28 @@ def test_parity_with_pyg_temporal(name):
         np.testing.assert_allclose(np.asarray(g), r, rtol=TOL, atol=TOL, err_msg=jax.tree_util.keystr(path))
 
 
+def test_tgcn_initialises_as_pyg_temporal():
+    """T-GCN starts from PyG-T's initial distribution (the per-epoch benchmark compares accuracy after a
+    few epochs): every parameter is zero where PyG-T's is and otherwise has PyG-T's spread (std within
+    20 %, bound respected). Flax's defaults (LeCun normal, zero gate biases) fail this: their std is
+    sqrt(3) of torch.nn.Linear's and 2x PyG's Glorot GCN weight at 8 inputs, 64 hidden."""
+    f, h = 8, 64
+    torch.manual_seed(0)
+    theirs = RecurrentStack([recurrent().TGCN(f if i == 0 else h, h) for i in range(2)], lstm=False)
+    ref = map_tgcn({k: v.detach().numpy() for k, v in theirs.named_parameters()}, 2, K)
+    win = make_window(1, f)
+    encoder = ENCODERS["tgcn"](ModelConfig("tgcn", h, 2), f)
+    ours = encoder.init(jax.random.key(0), packed_batch([win]))["params"]
+    assert jax.tree.structure(ours) == jax.tree.structure(ref)
+    for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(ours), jax.tree.leaves(ref)):
+        a, name = np.asarray(a), jax.tree_util.keystr(path)
+        if not np.any(b):
+            assert not np.any(a), name
+            continue
+        assert abs(a.std() / b.std() - 1.0) < 0.2, (name, a.std(), b.std())
+        assert np.abs(a).max() <= np.abs(b).max() * 1.1, name
+
+
 @pytest.mark.parametrize("layout", ["full", "packed"])
 def test_torch_runner_loss_equals_the_trainer_loss(layout):
     """The baseline runner sees the same windows, negatives and class weights as our trainer: with the

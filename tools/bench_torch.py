@@ -7,9 +7,11 @@ the ratios, and the validation / test MAP of each; writes the rows to ``--json``
 
 Systems (``--systems``): ``ours:dygnex_g`` and ``ours:psg`` (our trainer with that ``schedule.method``);
 ``ours2p:dygnex_g`` (the same on P processes of 1 device each, multi-host on one machine, as DDP runs P
-processes; ``ours`` runs P fake devices in one process); ``torch:full`` (PyG-T as its users run it: each window on the whole node set, a rank's windows one after
-the other) and ``torch:packed`` (PyG-T given our data layout: active nodes + one background node per
-window, a rank's windows as one disjoint union). The speed-up is ``torch:full`` / ``ours:dygnex_g``.
+processes; ``ours`` runs P fake devices in one process); ``torch:full`` (PyG-T as its users run it:
+each window on the whole node set, a rank's windows one after the other) and ``torch:packed`` (PyG-T
+given our data layout: active nodes + one background node per window, a rank's windows as one disjoint
+union). The table gives PyTorch's epoch time over each of ours (the speed-up), and the val MAP of every
+seed (ours: the P-process run where there is one).
 
 Each case is ``model:dataset``; the dataset's config is ``configs/egcn_o_bitcoin_otc.yaml`` or
 ``configs/egcn_o_uci.yaml`` with ``model.name`` replaced (EvolveGCN-O with PyG-T's row-wise GRU, as its twin).
@@ -117,21 +119,29 @@ def run_case(system: str, model: str, dataset: str, seed: int, args, work: Path)
     }
 
 
-def speedups(row: dict, key: str = "epoch_seconds") -> dict:
-    """Per-epoch time (``key``) of every other system / ours with DyGNeX-G (> 1: ours is faster)."""
-    ours = row.get("ours:dygnex_g", {}).get(key)
-    others = {k: v for k, v in row.items() if k in SYSTEMS and k != "ours:dygnex_g"}
+OURS = ("ours:dygnex_g", "ours2p:dygnex_g")  # ours in one process (P fake devices) and on P processes
+TORCH = ("torch:full", "torch:packed")
+
+
+def speedups(row: dict, key: str = "epoch_seconds", ref: str = "ours:dygnex_g") -> dict:
+    """Per-epoch time (``key``) of every other system / ``ref`` (> 1: ``ref`` is faster)."""
+    ours = row.get(ref, {}).get(key)
+    others = {k: v for k, v in row.items() if k in SYSTEMS and k != ref}
     return {k: v[key] / ours for k, v in others.items()} if ours else {}
 
 
 def table(rows: list[dict], cases: list[str], systems: list[str]) -> str:
-    """Markdown: median wall (CPU) s/epoch per system, speed-ups over PyG-T in wall (CPU) time, final val
-    MAP of every seed."""
+    """Markdown: median wall (CPU) s/epoch per system; PyTorch's time over each of ours (speed-up, > 1:
+    ours is faster) in wall (CPU) time; final val MAP of every seed (ours: the P-process run where there
+    is one, as DDP runs P processes)."""
+    ours = [s for s in OURS if s in systems]
+    theirs = [s for s in TORCH if s in systems]
+    pairs = [(t, o) for o in ours for t in theirs]
     head = " | ".join(f"{s} s/epoch" for s in systems)
+    ratio_head = " | ".join(f"{t} / {o}" for t, o in pairs)
     lines = [
-        f"| model | dataset | seeds | {head} | PyG-T full / ours | PyG-T packed / ours | "
-        "final val MAP per seed, ours vs PyG-T |",
-        "|---|---|---|" + "---:|" * (len(systems) + 2) + "---|",
+        f"| model | dataset | seeds | {head} | {ratio_head} | final val MAP per seed, ours vs PyG-T |",
+        "|---|---|---|" + "---:|" * (len(systems) + len(pairs)) + "---|",
     ]
     for case in cases:
         model, dataset = case.split(":")
@@ -143,21 +153,19 @@ def table(rows: list[dict], cases: list[str], systems: list[str]) -> str:
             vals = [r[system][key] for r in rs if system in r]
             return statistics.median(vals) if vals else float("nan")
 
-        def seeds(*systems, rs=rs):
-            vals = [
-                next(r[s]["val_map"] for s in systems if s in r) for r in rs if any(s in r for s in systems)
-            ]
+        def seeds(systems, rs=rs):
+            """Per seed, the val MAP of the first of ``systems`` that ran it; systems in order of use."""
+            used = [s for s in systems if any(s in r for r in rs)]
+            vals = [next(r[s]["val_map"] for s in used if s in r) for r in rs if any(s in r for s in used)]
             return "/".join(f"{v:.4f}" for v in vals) or "-"
 
         times = " | ".join(f"{med(s):.1f} ({med(s, CPU_KEY):.1f})" for s in systems)
-
-        def ratio(system, med=med):
-            ours, ours_cpu = med("ours:dygnex_g"), med("ours:dygnex_g", CPU_KEY)
-            return f"{med(system) / ours:.2f}x ({med(system, CPU_KEY) / ours_cpu:.2f}x)"
-
+        ratios = " | ".join(
+            f"{med(t) / med(o):.2f}x ({med(t, CPU_KEY) / med(o, CPU_KEY):.2f}x)" for t, o in pairs
+        )
         lines.append(
-            f"| {model} | {dataset} | {len(rs)} | {times} | {ratio('torch:full')} | {ratio('torch:packed')} | "
-            f"{seeds('ours:dygnex_g')} vs {seeds('torch:full', 'torch:packed')} |"
+            f"| {model} | {dataset} | {len(rs)} | {times} | {ratios} | "
+            f"{seeds(OURS[::-1])} vs {seeds(TORCH)} |"
         )
     return "\n".join(lines)
 
@@ -198,7 +206,7 @@ def main(argv=None) -> int:
     p.add_argument(
         "--seed-systems",
         nargs="*",
-        default=["ours:dygnex_g", "torch:full"],
+        default=["ours2p:dygnex_g", "torch:full"],
         choices=SYSTEMS,
         help="systems of the further seeds (the accuracy comparison)",
     )
@@ -240,8 +248,11 @@ def main(argv=None) -> int:
                     row[system] = run_case(system, model, dataset, seed, a, work)
                 row["speedup"] = speedups(row)
                 row["cpu_speedup"] = speedups(row, "epoch_cpu_seconds")
+                row["speedup_2p"] = speedups(row, ref="ours2p:dygnex_g")
+                row["cpu_speedup_2p"] = speedups(row, "epoch_cpu_seconds", "ours2p:dygnex_g")
                 print(
-                    json.dumps({k: row[k] for k in ("model", "dataset", "seed", "speedup")}), file=sys.stderr
+                    json.dumps({k: row[k] for k in ("model", "dataset", "seed", "speedup", "speedup_2p")}),
+                    file=sys.stderr,
                 )
                 if path:
                     path.write_text(json.dumps(rows, indent=1))

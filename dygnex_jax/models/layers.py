@@ -126,15 +126,30 @@ def scan_steps(step_cls, name: str = "step", **kwargs):
     return scan(name=name, **kwargs)
 
 
+def torch_linear(features: int, fan_in: int, name: str) -> nn.Dense:
+    """``nn.Dense`` initialised as ``torch.nn.Linear(fan_in, features)``: kernel and bias uniform in
+    ``+-1/sqrt(fan_in)`` (torch's kaiming-uniform with ``a = sqrt(5)``, and its bias rule)."""
+    bound = fan_in**-0.5
+
+    def bias_init(key, shape, dtype=jnp.float32):
+        return jax.random.uniform(key, shape, dtype, -bound, bound)
+
+    kernel_init = nn.initializers.variance_scaling(1.0 / 3.0, "fan_in", "uniform")
+    return nn.Dense(features, kernel_init=kernel_init, bias_init=bias_init, name=name)
+
+
 class GCNConv(nn.Module):
-    """PyG's ``GCNConv``: ``D^-1/2 (A + I) D^-1/2 x Theta + b``."""
+    """PyG's ``GCNConv``: ``D^-1/2 (A + I) D^-1/2 x Theta + b``. ``kernel_init``: Flax's Dense default
+    (LeCun normal); PyG's own is Glorot uniform (``nn.initializers.glorot_uniform()``)."""
 
     features: int
     use_bias: bool = True
+    kernel_init: Callable = nn.initializers.lecun_normal()
 
     @nn.compact
     def __call__(self, x: jax.Array, edges: tuple[jax.Array, jax.Array, jax.Array]) -> jax.Array:
-        out = gcn_aggregate(nn.Dense(self.features, use_bias=False, name="lin")(x), *edges)
+        lin = nn.Dense(self.features, use_bias=False, kernel_init=self.kernel_init, name="lin")
+        out = gcn_aggregate(lin(x), *edges)
         if self.use_bias:
             out = out + self.param("bias", nn.initializers.zeros, (self.features,))
         return out

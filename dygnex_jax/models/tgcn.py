@@ -4,6 +4,8 @@ concatenated with the hidden state.
 ``Z = sig([GCN_z(X), H] W_z + b_z)``, ``R = sig([GCN_r(X), H] W_r + b_r)``,
 ``H~ = tanh([GCN_h(X), H * R] W_h + b_h)``, ``H' = Z H + (1 - Z) H~``.
 Hidden states start at zero in every window; stacked ``layers`` cells, cell l reads cell l-1's new state.
+Initialised as PyG-T's ``TGCN``: the GCNs' weights Glorot uniform (PyG's ``GCNConv``), their biases zero,
+the gate layers as ``torch.nn.Linear`` (uniform in +-1/sqrt(2 hidden), bias too).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from .layers import GCNConv, node_inputs, scan_steps
+from .layers import GCNConv, node_inputs, scan_steps, torch_linear
 
 
 class TGCNCell(nn.Module):
@@ -23,8 +25,9 @@ class TGCNCell(nn.Module):
     @nn.compact
     def __call__(self, x, h, edges):
         def gate(name, state):
-            conv = GCNConv(self.hidden, name=f"conv_{name}")(x, edges)
-            return nn.Dense(self.hidden, name=f"linear_{name}")(jnp.concatenate([conv, state], axis=-1))
+            conv = GCNConv(self.hidden, kernel_init=nn.initializers.glorot_uniform(), name=f"conv_{name}")
+            gate_in = jnp.concatenate([conv(x, edges), state], axis=-1)
+            return torch_linear(self.hidden, 2 * self.hidden, name=f"linear_{name}")(gate_in)
 
         z = jax.nn.sigmoid(gate("z", h))
         r = jax.nn.sigmoid(gate("r", h))
