@@ -26,7 +26,7 @@ Every configuration runs in its own subprocess(es) (fake devices are fixed when 
 runs several at once. Writes ``bench_epoch.json``, ``bench_epoch.png`` and ``bench_epoch.md`` (the
 README table) to ``--out``, and ``rows_CONFIG.json`` after every case.
 
-    python tools/bench_epoch.py --jobs 4 --out runs/bench_epoch      # the full table (README)
+    python tools/bench_epoch.py --out runs/bench_epoch               # the full table (README), ~23 min
     python tools/bench_epoch.py --datasets bitcoin_otc --devices 4 --two-core ''
     python tools/bench_epoch.py --quick                               # tiny synthetic run, for tests
     python tools/bench_epoch.py --report --out DIR                    # table + plot of DIR/rows_*.json
@@ -106,7 +106,7 @@ def parse_args(argv=None):
     ap.add_argument(
         "--jobs",
         type=int,
-        default=1,
+        default=2,
         help="device configurations run at the same time (each in its own processes; > 1 shortens the "
         "benchmark on a machine that others load, at the price of noisier epoch times); logs go to "
         "OUT/log_CONFIG.txt",
@@ -341,7 +341,8 @@ def plot(rows: list[dict], path: Path) -> None:
 
     cases = list(dict.fromkeys((r["dataset"], r["model"], r["config"]) for r in rows))
     methods = [m for m in METHODS if any(r["method"] == m for r in rows)]
-    fig, axes = plt.subplots(1, 2, figsize=(max(8, 1.6 * len(cases)) * 2, 4.5))
+    # one panel above the other, each as wide as the cases need (at most 16 inches)
+    fig, axes = plt.subplots(2, 1, figsize=(min(16, max(8, 0.8 * len(cases))), 8))
     width = 0.8 / len(methods)
     for ax, key, label in (
         (axes[0], "time_vs_psg", "epoch time / psg (lower is better)"),
@@ -361,7 +362,7 @@ def plot(rows: list[dict], path: Path) -> None:
             ]
             ax.bar([j + i * width for j in range(len(cases))], vals, width, label=m)
         ax.set_xticks([j + 0.4 - width / 2 for j in range(len(cases))])
-        ax.set_xticklabels([f"{d}\n{mo}\n{p}" for d, mo, p in cases], fontsize=7)
+        ax.set_xticklabels([f"{d}\n{mo}\n{p}" for d, mo, p in cases], fontsize=6)
         ax.set_ylabel(label)
         if key == "comm_bytes":
             ax.set_yscale("log")
