@@ -147,6 +147,10 @@ class ParallelConfig:
     # Run a step on an already-compiled larger budget when its padded work is at most this fraction
     # above the step's own bucket: fewer compilations for a little padding (0 = never).
     reuse_slack: float = 0.25
+    # Beyond that, rent a larger compiled budget rather than compile a new one until the padded work
+    # rented for that bucket would pass this many steps of the larger budget (a compilation's price:
+    # about 10 EvolveGCN steps on this CPU), then compile it (ski rental; 0 = never rent).
+    compile_steps: float = 10.0
     # schedule.method=snapshot: micro-batches per step flowing through the time pipeline (0 = P).
     micro_batches: int = 0
     # schedule.method=vertex: node ranges by "contiguous" count, or balanced by "degree" (1 + in-degree).

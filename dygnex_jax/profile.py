@@ -64,7 +64,8 @@ def run_profile(
     config: Config, out_dir: str | Path, n_steps: int = 24, repeats: int = 3, log=print
 ) -> CostModel:
     # every step on its own bucket: re-using a larger compiled budget would blur the spread of sizes
-    config = dataclasses.replace(config, parallel=dataclasses.replace(config.parallel, reuse_slack=0.0))
+    exact = dataclasses.replace(config.parallel, reuse_slack=0.0, compile_steps=0.0)
+    config = dataclasses.replace(config, parallel=exact)
     trainer = Trainer(config)
     out = Path(out_dir)
     steps = profile_steps(trainer, n_steps, config.train.seed)

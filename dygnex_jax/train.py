@@ -144,9 +144,11 @@ class Trainer:
             self.cost_model = default_cost_model(self.windows.window)
             self.settings = c.schedule
         self._budgets: set[Budget] = set()  # train budgets used so far (compiled)
+        self._rent: dict[tuple, float] = {}  # bucket -> extra padded cost run on larger budgets so far
         self.step_log: list[tuple[np.ndarray, float]] = []  # (padded work, seconds) of compiled steps
         example = self.pack([[0]], "train", epoch=0, rows=[0])[0]
         self._budgets.clear()  # the init example is not a training step
+        self._rent.clear()
         local = {k: v[0] for k, v in example.items()}
         # the same on every process; jitted: one compiled program instead of hundreds of eager
         # primitives (3-4 s per Trainer for a scanned model on a 2-core machine)
@@ -222,9 +224,16 @@ class Trainer:
         return DeviceWork(wins, empty, [np.zeros(0, np.int32) for _ in wins])
 
     def reuse_budget(self, budget: Budget) -> Budget:
-        """The cheapest compiled budget that holds ``budget`` within ``parallel.reuse_slack``, else itself."""
+        """The budget a training step of bucket ``budget`` runs on: itself if compiled; else the cheapest
+        compiled budget that holds it, if its padded work is within ``parallel.reuse_slack`` of the
+        step's own, or if renting it stays within the price of a compilation (``parallel.compile_steps``,
+        ski rental: the extra padded work every step of this bucket has run on larger budgets is summed,
+        and the bucket is compiled once that sum would pass ``compile_steps`` steps of the larger budget,
+        so no bucket costs more than twice the cheaper of always compiling and always renting); else
+        itself (a new compilation). Deterministic in the steps so far: every process chooses alike."""
         cost = lambda b: float(padded_work(b, self.windows.window) @ self.weights)  # noqa: E731
-        limit = (1.0 + self.config.parallel.reuse_slack) * cost(budget)
+        if budget in self._budgets:
+            return budget
         fits = [
             b
             for b in self._budgets
@@ -232,9 +241,17 @@ class Trainer:
             and b.nodes >= budget.nodes
             and b.edges >= budget.edges
             and b.pairs >= budget.pairs
-            and cost(b) <= limit
         ]
-        chosen = min(fits, key=lambda b: (cost(b), b.as_tuple())) if fits else budget
+        chosen = budget
+        if fits:
+            best = min(fits, key=lambda b: (cost(b), b.as_tuple()))
+            extra = cost(best) - cost(budget)
+            paid = self._rent.get(budget.as_tuple(), 0.0)
+            if cost(best) <= (1.0 + self.config.parallel.reuse_slack) * cost(budget):
+                chosen = best
+            elif paid + extra <= self.config.parallel.compile_steps * cost(best):
+                self._rent[budget.as_tuple()] = paid + extra
+                chosen = best
         self._budgets.add(chosen)
         return chosen
 

@@ -193,18 +193,18 @@ def test_save_restore_round_trip_is_exact(tmp_path, monkeypatch):
     tr = toy()
     history = [{"epoch": 1, **tr.train_epoch(1)}]
     saved = leaves(tr.params) + leaves(tr.opt_state)
-    budgets = set(tr._budgets)
+    budgets, rent = set(tr._budgets), dict(tr._rent)
     monkeypatch.chdir(
         tmp_path
     )  # a relative run directory, as `train --out runs/x` gives (orbax wants absolute)
     checkpoint.save(tr, "run", 1, history, keep=3)
     after = tr.train_epoch(2)  # moves the parameters on
-    tr._budgets = set()
+    tr._budgets, tr._rent = set(), {(1, 2, 3, 4): 5.0}
     got = checkpoint.restore(tr, checkpoint.latest("run"))
     assert got == json.loads(json.dumps(history))
     for x, y in zip(saved, leaves(tr.params) + leaves(tr.opt_state)):
         np.testing.assert_array_equal(x, y)
-    assert tr._budgets == budgets
+    assert tr._budgets == budgets and tr._rent == rent
     assert tr.train_epoch(2)["loss"] == after["loss"]  # the same epoch 2 again
 
 

@@ -41,6 +41,41 @@ def test_prefetch_changes_nothing_but_timing():
             np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
+def test_ski_rental_rents_a_compiled_budget_until_a_compilation_would_have_been_cheaper():
+    """A step whose bucket is not compiled runs on the cheapest compiled budget that holds it while the
+    extra padded work summed over such steps stays within ``compile_steps`` steps of that budget; the
+    step that would pass it compiles its own bucket, which every later step of the bucket then uses."""
+    from dygnex_jax.graphs import Budget, padded_work
+
+    small, big = Budget(64, 64, 64, 2), Budget(256, 256, 256, 2)
+
+    def cost(tr, b):
+        return float(padded_work(b, tr.windows.window) @ tr.weights)
+
+    for steps in (0.0, 3.0, 10.0):
+        tr = make("parallel.reuse_slack=0", f"parallel.compile_steps={steps}")
+        tr._budgets = {big, Budget(512, 512, 512, 3)}  # a larger window count never holds the step
+        picks = [tr.reuse_budget(small) for _ in range(200)]
+        rented = picks.index(small)
+        extra = cost(tr, big) - cost(tr, small)
+        assert rented * extra <= steps * cost(tr, big) < (rented + 1) * extra  # rent up to the price
+        assert all(p == big for p in picks[:rented]) and set(picks[rented:]) == {small}  # then compiled, kept
+        assert rented == int(steps * cost(tr, big) // extra) and (rented > 0) == (steps > 0)
+    assert make("parallel.reuse_slack=3").reuse_budget(small) == small  # nothing compiled: compile it
+
+
+def test_renting_compiles_less_and_trains_the_same():
+    """Over several epochs, renting compiles no more shapes than the slack rule alone, and the losses
+    agree (a step's result does not depend on its padding)."""
+    runs = [
+        make("train.batch_size=2", "parallel.bucket_ratio=1.1", f"parallel.compile_steps={k}")
+        for k in (0, 50)
+    ]
+    losses = [[r.train_epoch(e)["loss"] for e in (1, 2, 3)] for r in runs]
+    assert len(runs[1]._budgets) < len(runs[0]._budgets)
+    np.testing.assert_allclose(losses[1], losses[0], rtol=2e-5)
+
+
 def test_full_batch_gradient_does_not_depend_on_the_schedule():
     """With B = all training windows there is one step: psg and dygnex_g must give the same update."""
     k = 8  # toy graph: 12 windows, 70% train -> 8

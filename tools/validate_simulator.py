@@ -5,7 +5,7 @@ For every dataset (default: the embedded synthetic default and ``bitcoin_otc``):
 1. profile the cost model on this machine at 1 device (``python -m dygnex_jax profile``);
 2. train with it (``schedule.cost_model=`` that file, so the trainer's scheduler and the simulator's
    balance the same seconds) at 1, 2, 4 and 8 fake CPU devices in one process, and at 2 processes x 1
-   device through ``tools/launch_local.py`` (gloo); ``parallel.reuse_slack=0`` so that every step runs
+   device through ``tools/launch_local.py`` (gloo); ``parallel.reuse_slack=0`` and ``parallel.compile_steps=0`` so that every step runs
    on its own shape bucket, as the simulator assumes;
 3. simulate the same epochs (same seed, epoch numbers, batch size, buckets) with ``simulate.py``: the
    profiled model on the padded budgets, × a *device slowdown* for fake devices sharing this
@@ -207,7 +207,12 @@ def validate_dataset(name: str, args, out: Path, log, alt=None) -> list[dict]:
         _run(cmd, _env(1), log)
     model_path = prof / "cost_model.json"
     model = CostModel.load(model_path)
-    overrides = ["parallel.reuse_slack=0", *args.set, f"schedule.cost_model={model_path}"]
+    overrides = [
+        "parallel.reuse_slack=0",
+        "parallel.compile_steps=0",
+        *args.set,
+        f"schedule.cost_model={model_path}",
+    ]
     config_path = DATASETS[name][0]
     runs = [(f"{p} dev", 1, p) for p in args.devices]
     if args.processes:
