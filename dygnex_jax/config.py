@@ -25,6 +25,13 @@ PARTITIONED_MODELS = ("egcn_o", "gcrn_gru")
 # snapshot, or node regression of the next signal value. "link" runs under every schedule.method, the
 # others under psg / dygnex_g / dygnex_l.
 TASKS = ("link", "edge_cls", "node_reg")
+# Each task's evaluation metrics (metrics.jsonl keys "{split}_{name}"; the first picks the best epoch)
+# and whether the best is the max or the min.
+TASK_METRICS = {
+    "link": (("map", "mrr"), max),
+    "edge_cls": (("f1", "micro_f1", "macro_f1"), max),
+    "node_reg": (("mse",), min),
+}
 
 
 @dataclasses.dataclass

@@ -1,5 +1,5 @@
 """Evaluation as EvolveGCN defines it: link prediction (MAP, MRR) and edge classification (F1); node
-regression's MSE (PyG-Temporal's examples). ``train.TASK_METRICS`` names what every ``data.task`` logs
+regression's MSE (PyG-Temporal's examples). ``config.TASK_METRICS`` names what every ``data.task`` logs
 per split (``val_<name>``, ``test_<name>``).
 
 Link prediction: MAP and MRR over the target snapshot's candidates.

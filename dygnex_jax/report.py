@@ -3,13 +3,16 @@
 Reads what ``train`` writes (``config.yaml``, ``metrics.jsonl``, ``steps.jsonl``; ``summary.json`` when
 the run finished) and writes to ``--out``:
 
-* ``curves.png``     — training loss and validation MAP per epoch, one line per run;
+* ``curves.png``     — training loss and the validation metric per epoch, one line per run (the task's
+  first metric, ``config.TASK_METRICS``: MAP for link prediction, minority-class F1 for edge
+  classification, MSE for node regression);
 * ``loads-<run>.png`` — every device's real load in every step of the run's last epoch (bars), with
   the padded budget the step ran at (the SPMD cost: every device pays for the largest), per run;
 * ``epoch_time.png`` — median epoch seconds per run (epochs in which nothing compiled), labelled by
   scheduling method (two runs or more);
-* ``summary.md``     — one row per run: schedule, devices, epochs, final loss, best val MAP and its
-  epoch, test MAP there, median epoch seconds, padding efficiency.
+* ``summary.md``     — one row per run: schedule, devices, epochs, final loss, the best validation
+  metric (highest MAP / F1, lowest MSE) and its epoch, the test metric there, median epoch seconds,
+  padding efficiency.
 
 No JAX: matplotlib (Agg) and the JSON lines only.
 """
@@ -25,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from .config import TASK_METRICS
 from .errors import UserError
 
 MAX_BAR_STEPS = 40  # load plots show at most this many steps of the last epoch
@@ -85,10 +89,31 @@ def median_epoch_seconds(run: dict) -> float:
     return statistics.median(clean_epoch_seconds(run) or secs[1:] or secs)
 
 
+def metric(run: dict) -> tuple[str, object]:
+    """The run's model-selection metric (the first of its task's) and max / min (which is best)."""
+    task = run["config"].get("data", {}).get("task", "link")
+    if task not in TASK_METRICS:
+        raise UserError(f"{run['name']!r} has data.task {task!r}, which this version does not know")
+    names, better = TASK_METRICS[task]
+    return names[0], better
+
+
+def evaluated(run: dict) -> list[dict]:
+    """The metrics rows with a finite validation metric."""
+    key = f"val_{metric(run)[0]}"
+    return [r for r in run["metrics"] if r.get(key) is not None and not np.isnan(r[key])]
+
+
+def metric_label(runs: list[dict]) -> str:
+    names = {metric(r)[0] for r in runs}
+    return names.pop().upper().replace("_", "-") if len(names) == 1 else "metric"
+
+
 def table_row(run: dict) -> dict:
     m = run["metrics"]
-    evaluated = [r for r in m if r.get("val_map") is not None and not np.isnan(r["val_map"])]
-    best = max(evaluated, key=lambda r: r["val_map"]) if evaluated else None
+    name, better = metric(run)
+    rows = evaluated(run)
+    best = better(rows, key=lambda r: r[f"val_{name}"]) if rows else None
     devices = len(run["steps"][0]["device_loads"]) if run["steps"] else None
     return {
         "run": run["name"],
@@ -98,29 +123,37 @@ def table_row(run: dict) -> dict:
         "epochs": len(m),
         "finished": run["summary"] is not None,
         "final_loss": m[-1]["loss"],
-        "best_val_map": best["val_map"] if best else None,
+        "metric": name,
+        "best_val": best[f"val_{name}"] if best else None,
         "best_epoch": best["epoch"] if best else None,
-        "test_map_at_best": best.get("test_map") if best else None,
+        "test_at_best": best.get(f"test_{name}") if best else None,
         "median_epoch_s": median_epoch_seconds(run),
         "padding_efficiency": float(np.mean([r["padding_efficiency"] for r in m])),
     }
 
 
 def markdown(rows: list[dict]) -> str:
+    """The summary table; the metric's name heads its columns when every run shares it, else it
+    precedes each value."""
+
     def fmt(x, spec):
         return "–" if x is None else format(x, spec)
 
+    names = {r["metric"] for r in rows}
+    shared = names.pop().upper().replace("_", "-") if len(names) == 1 else None
+    label = shared or "metric"
     lines = [
-        "| run | schedule | model | devices | epochs | final loss | best val MAP (epoch) | test MAP there "
+        f"| run | schedule | model | devices | epochs | final loss | best val {label} (epoch) | test {label} there "
         "| median epoch s | padding eff. |",
         "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         epochs = f"{r['epochs']}" + ("" if r["finished"] else " (unfinished)")
+        name = "" if shared else f"{r['metric']} "
         lines.append(
             f"| {r['run']} | {r['schedule']} | {r['model']} | {fmt(r['devices'], 'd')} | {epochs} "
-            f"| {r['final_loss']:.4f} | {fmt(r['best_val_map'], '.4f')} ({fmt(r['best_epoch'], 'd')}) "
-            f"| {fmt(r['test_map_at_best'], '.4f')} | {r['median_epoch_s']:.3f} | {r['padding_efficiency']:.3f} |"
+            f"| {r['final_loss']:.4f} | {name}{fmt(r['best_val'], '.4f')} ({fmt(r['best_epoch'], 'd')}) "
+            f"| {name}{fmt(r['test_at_best'], '.4f')} | {r['median_epoch_s']:.3f} | {r['padding_efficiency']:.3f} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -138,17 +171,18 @@ def _plt():
 
 
 def plot_curves(runs: list[dict], path: Path) -> None:
-    """Loss and val MAP per epoch, one line per run."""
+    """Loss and the validation metric per epoch, one line per run."""
     plt = _plt()
     fig, (ax_loss, ax_map) = plt.subplots(1, 2, figsize=(11, 4))
     for run in runs:
         m = run["metrics"]
         name = label(run, runs)
         ax_loss.plot([r["epoch"] for r in m], [r["loss"] for r in m], marker="o", label=name)
-        ev = [r for r in m if r.get("val_map") is not None]
-        ax_map.plot([r["epoch"] for r in ev], [r["val_map"] for r in ev], marker="o", label=name)
-    ax_loss.set(xlabel="epoch", ylabel="training loss (class-weighted CE)", title="training loss per epoch")
-    ax_map.set(xlabel="epoch", ylabel="validation MAP", title="validation MAP per epoch")
+        ev, key = evaluated(run), f"val_{metric(run)[0]}"
+        ax_map.plot([r["epoch"] for r in ev], [r[key] for r in ev], marker="o", label=name)
+    what = metric_label(runs)
+    ax_loss.set(xlabel="epoch", ylabel="training loss (the task's)", title="training loss per epoch")
+    ax_map.set(xlabel="epoch", ylabel=f"validation {what}", title=f"validation {what} per epoch")
     for ax in (ax_loss, ax_map):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)

@@ -30,7 +30,7 @@ import optax
 
 from . import checkpoint, distributed, parallel, partition
 from .comm import collective_bytes
-from .config import Config, TrainConfig, dump_config, to_dict
+from .config import TASK_METRICS, Config, TrainConfig, dump_config, to_dict
 from .data import datasets as _datasets
 from .data.node_windows import task_windows
 from .errors import UserError
@@ -77,14 +77,8 @@ def node_loss(pred: jax.Array, batch: dict) -> tuple[jax.Array, jax.Array]:
 
 # --- tasks (data.task): what differs between them is looked up here and branched on in Trainer's
 # __init__ (windows, model, evaluation step), device_work, pack and evaluate. TASK_LOSS: (model output,
-# batch) -> (loss sum, weight sum). TASK_METRICS: evaluation metrics (metrics.jsonl keys
-# "{split}_{name}"; the first picks the best epoch) and whether the best is the max or the min.
+# batch) -> (loss sum, weight sum). The metrics of each task: config.TASK_METRICS.
 TASK_LOSS = {"link": pair_loss, "edge_cls": pair_loss, "node_reg": node_loss}
-TASK_METRICS = {
-    "link": (("map", "mrr"), max),
-    "edge_cls": (("f1", "micro_f1", "macro_f1"), max),
-    "node_reg": (("mse",), min),
-}
 
 
 class NonFiniteStep(UserError):

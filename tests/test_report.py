@@ -17,11 +17,14 @@ from dygnex_jax.report import load_run, median_epoch_seconds, table_row
 REPO = Path(__file__).resolve().parents[1]
 
 
-def fake_run(path: Path, method: str, losses, val_maps, seconds, finished=True, devices=4) -> Path:
-    """A run folder as ``train`` writes it: epochs 1.., two steps per epoch, epoch 1 compiled."""
+def fake_run(
+    path: Path, method: str, losses, val_maps, seconds, finished=True, devices=4, task="link", metric="map"
+) -> Path:
+    """A run folder as ``train`` writes it: epochs 1.., two steps per epoch, epoch 1 compiled;
+    ``val_maps`` are the values of the task's ``metric`` (test: half of them)."""
     path.mkdir(parents=True)
     (path / "config.yaml").write_text(
-        yaml.safe_dump({"schedule": {"method": method}, "model": {"name": "egcn_o"}})
+        yaml.safe_dump({"schedule": {"method": method}, "model": {"name": "egcn_o"}, "data": {"task": task}})
     )
     rows, steps = [], []
     for e, (loss, vm, sec) in enumerate(zip(losses, val_maps, seconds), start=1):
@@ -31,8 +34,8 @@ def fake_run(path: Path, method: str, losses, val_maps, seconds, finished=True, 
                 "loss": loss,
                 "epoch_seconds": sec,
                 "padding_efficiency": 0.5 + 0.1 * e,
-                "val_map": vm,
-                "test_map": vm / 2,
+                f"val_{metric}": vm,
+                f"test_{metric}": vm / 2,
             }
         )
         for s in range(2):
@@ -57,7 +60,7 @@ def test_table_row_figures(tmp_path):
     run = load_run(fake_run(tmp_path / "a", "dygnex_g", [0.7, 0.6, 0.5], [0.1, 0.3, 0.2], [9.0, 1.0, 2.0]))
     row = table_row(run)
     assert row["epochs"] == 3  # the half line a kill left is ignored
-    assert (row["best_val_map"], row["best_epoch"], row["test_map_at_best"]) == (0.3, 2, 0.15)
+    assert (row["metric"], row["best_val"], row["best_epoch"], row["test_at_best"]) == ("map", 0.3, 2, 0.15)
     assert row["final_loss"] == 0.5 and row["devices"] == 4 and row["schedule"] == "dygnex_g"
     assert median_epoch_seconds(run) == 1.5  # epoch 1 compiled: median of 1.0 and 2.0
     assert row["padding_efficiency"] == pytest.approx(0.7)
@@ -82,6 +85,33 @@ def test_report_two_runs_writes_plots_and_table(tmp_path, capsys):
         "| even | psg | egcn_o | 8 | 2 (unfinished) | 0.7000 | 0.1000 (2) | 0.0500 | 4.000 |"
     )
     assert "wrote" in capsys.readouterr().err
+
+
+def test_node_regression_picks_the_lowest_mse_and_mixed_tasks_name_their_metric(tmp_path):
+    """The best epoch follows the task: lowest validation MSE for node regression, highest F1 for edge
+    classification; a table of runs of different tasks names each value's metric."""
+    reg = fake_run(
+        tmp_path / "reg",
+        "psg",
+        [0.9, 0.8, 0.7],
+        [1.2, 0.9, 1.0],
+        [5.0, 1.0, 1.0],
+        task="node_reg",
+        metric="mse",
+    )
+    cls = fake_run(tmp_path / "cls", "psg", [0.9, 0.8], [0.2, 0.1], [5.0, 1.0], task="edge_cls", metric="f1")
+    assert (table_row(load_run(reg))["best_val"], table_row(load_run(reg))["best_epoch"]) == (0.9, 2)
+    assert (table_row(load_run(cls))["best_val"], table_row(load_run(cls))["best_epoch"]) == (0.2, 1)
+    out = tmp_path / "r"
+    assert main(["report", str(reg), "--out", str(out)]) == 0
+    assert "best val MSE (epoch)" in (out / "summary.md").read_text()
+    assert main(["report", str(reg), str(cls), "--out", str(out)]) == 0
+    table = (out / "summary.md").read_text()
+    assert (
+        "best val metric (epoch)" in table
+        and "| mse 0.9000 (2) | mse 0.4500 |" in table
+        and "| f1 0.2000 (1) |" in table
+    )
 
 
 def test_one_run_has_no_epoch_time_plot(tmp_path):
