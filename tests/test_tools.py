@@ -137,7 +137,7 @@ def test_sweep_train(tmp_path):
     rows = json.loads((out / "sweep.json").read_text())
     assert [r["schedule.method"] for r in rows] == ["psg", "dygnex_g"]
     for r in rows:
-        assert 0 <= r["best_val_map"] <= 1 and r["median_epoch_seconds"] > 0
+        assert r["metric"] == "map" and 0 <= r["best_val"] <= 1 and r["median_epoch_seconds"] > 0
         assert (Path(r["run_dir"]) / "summary.json").is_file()
     assert (out / "sweep.png").read_bytes().startswith(PNG_MAGIC)
     again = run_tool(

@@ -11,7 +11,8 @@ so ``data.window=5,10`` are integers; a value may be a bracketed list: ``train.c
 epoch's schedule measured by ``dygnex_jax.plan.plan`` (padding efficiency, imbalance, predicted epoch
 seconds, scheduler seconds; no JAX, seconds per point). With ``--train`` every point is
 ``train_and_evaluate(config, OUT/<point>)`` in this process on ``--devices`` devices (fake CPU devices
-are requested before JAX is imported) and the row holds its final and best validation MAP and its median
+are requested before JAX is imported) and the row holds its final and best validation metric (the
+task's first: MAP, edge_cls F1, node_reg MSE; `metric` names it) and its median
 epoch seconds. Writes ``OUT/sweep.json`` (a list of rows: the grid values, then the figures) and
 ``OUT/sweep.png``, and prints a table. Bad grids, keys or values: one line ``error: ...``, exit code 2,
 before anything runs.
@@ -30,7 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from dygnex_jax.config import Config, load_config, parse_override  # noqa: E402
+from dygnex_jax.config import TASK_METRICS, Config, load_config, parse_override  # noqa: E402
 from dygnex_jax.devices import force_host_devices  # noqa: E402
 from dygnex_jax.errors import UserError, run_tool  # noqa: E402
 from dygnex_jax.schedule import available_methods  # noqa: E402
@@ -131,13 +132,15 @@ def train_point(cfg: Config, out_dir: Path) -> dict:
     from dygnex_jax.train import train_and_evaluate
 
     s = train_and_evaluate(cfg, out_dir)
+    name = TASK_METRICS[cfg.data.task][0][0]  # MAP, F1 or MSE: the task's model-selection metric
     return {
         "devices": s["devices"],
         "batch_size": cfg.train.batch_size,
-        "final_val_map": s["final"].get("val_map"),
-        "best_val_map": s["best"].get("val_map"),
+        "metric": name,
+        "final_val": s["final"].get(f"val_{name}"),
+        "best_val": s["best"].get(f"val_{name}"),
         "best_epoch": s["best"]["epoch"],
-        "final_test_map": s["final"].get("test_map"),
+        "final_test": s["final"].get(f"test_{name}"),
         "median_epoch_seconds": s["median_epoch_seconds"],
         "mean_padding_efficiency": s["mean_padding_efficiency"],
         "compilations": s["compilations"],
@@ -163,7 +166,8 @@ def print_table(rows: list[dict], columns: list[str], stream=sys.stdout) -> None
 
 
 def plot(rows: list[dict], keys: list[str], train: bool, path: Path, title: str) -> None:
-    """One bar per grid point: padding efficiency (schedule-only), or val MAP and epoch seconds."""
+    """One bar per grid point: padding efficiency (schedule-only), or the validation metric and epoch
+    seconds."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -180,9 +184,10 @@ def plot(rows: list[dict], keys: list[str], train: bool, path: Path, title: str)
 
     if train:
         fig, axes = plt.subplots(1, 2, figsize=(2 * width, 4.5))
-        axes[0].bar(x - 0.2, [val(r, "final_val_map") for r in rows], 0.4, label="final")
-        axes[0].bar(x + 0.2, [val(r, "best_val_map") for r in rows], 0.4, label="best")
-        axes[0].set_ylabel("validation MAP")
+        axes[0].bar(x - 0.2, [val(r, "final_val") for r in rows], 0.4, label="final")
+        axes[0].bar(x + 0.2, [val(r, "best_val") for r in rows], 0.4, label="best")
+        names = sorted({r.get("metric", "?") for r in rows})
+        axes[0].set_ylabel(f"validation {'/'.join(n.upper() for n in names)}")
         axes[0].legend(fontsize=8)
         axes[1].bar(x, [val(r, "median_epoch_seconds") for r in rows], 0.6, color="C2")
         axes[1].set_ylabel("median epoch seconds")
@@ -272,7 +277,7 @@ def main(argv=None) -> int:
             figures = schedule_point(p["config"], p["config"].parallel.devices, cache)
         row = {"point": p["name"], **p["grid"], **figures, "seconds": time.perf_counter() - t0}
         rows.append(row)
-        shown = ("best_val_map", "median_epoch_seconds") if args.train else ("padding_efficiency",)
+        shown = ("metric", "best_val", "median_epoch_seconds") if args.train else ("padding_efficiency",)
         print(
             f"[{i}/{len(points)}] {label}: "
             + ", ".join(f"{k} {fmt(row[k])}" for k in shown)
@@ -282,7 +287,7 @@ def main(argv=None) -> int:
         (out / "sweep.json").write_text(json.dumps(rows, indent=2) + "\n")
 
     if args.train:
-        columns = [*keys, "final_val_map", "best_val_map", "best_epoch", "median_epoch_seconds"]
+        columns = [*keys, "metric", "final_val", "best_val", "best_epoch", "median_epoch_seconds"]
         columns += ["mean_padding_efficiency", "compilations"]
     else:
         columns = [*keys, "padding_efficiency", "packed_padding_efficiency", "imbalance"]
