@@ -1,26 +1,16 @@
 """The command line: bad input is one line on stderr, exit code 2, and nothing written to --out."""
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
+import helpers
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def run_cli(*args, cwd=REPO, timeout=300):
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu"}
-    return subprocess.run(
-        [sys.executable, "-m", "dygnex_jax", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return helpers.run_cli(*args, timeout=timeout, fake_devices=8, cwd=cwd)
 
 
 def edge_file(tmp_path, text, name="edges.txt"):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import assert_one_line_error
+from helpers import assert_one_line_error, run_cli
 
 from dygnex_jax import distributed
 from dygnex_jax.errors import UserError
@@ -111,15 +111,7 @@ def test_launcher_forwards_ctrl_c(tmp_path):
 
 
 def run_train(*args, timeout=60):
-    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    return subprocess.run(
-        [sys.executable, "-m", "dygnex_jax", "train", *map(str, args)],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return run_cli("train", *args, timeout=timeout)
 
 
 def test_unreachable_coordinator_is_a_one_line_error(tmp_path):

@@ -2,13 +2,13 @@
 
 import dataclasses
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import run_cli
 
 from dygnex_jax import simulate as sim
 from dygnex_jax.config import load_config
@@ -151,16 +151,8 @@ def test_simulator_imports_no_jax():
     assert proc.returncode == 0, proc.stderr
 
 
-def run_cli(*args):
-    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    return subprocess.run(
-        [sys.executable, "-m", "dygnex_jax", "simulate", *map(str, args)],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+def run_sim(*args):
+    return run_cli("simulate", *args)
 
 
 def test_simulate_command(tmp_path):
@@ -168,7 +160,7 @@ def test_simulate_command(tmp_path):
     methods = ("psg", "dygnex_g", "snapshot", "vertex")
     args = ["--config", "configs/smoke.yaml", "--devices", "2..8", "--methods", ",".join(methods)]
     args += ["--link", "ethernet", "--windows", "256", "--instance", cache]
-    proc = run_cli(*args, "--json", out, "--plot", png)
+    proc = run_sim(*args, "--json", out, "--plot", png)
     assert proc.returncode == 0, proc.stderr
     assert "dygnex_g" in proc.stdout and "ethernet" in proc.stdout
     data = json.loads(out.read_text())
@@ -177,7 +169,7 @@ def test_simulate_command(tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # --instance: the windows' costs were saved by the run above and are read back (the dataset named
     # now is never loaded): the same figures
-    again = run_cli(*args, "--json", tmp_path / "again.json", "data.dataset=no_such_set")
+    again = run_sim(*args, "--json", tmp_path / "again.json", "data.dataset=no_such_set")
     assert again.returncode == 0, again.stderr
     rows = json.loads((tmp_path / "again.json").read_text())["rows"]
     assert [r["epoch_seconds"] for r in rows] == [r["epoch_seconds"] for r in data["rows"]]
@@ -193,7 +185,7 @@ def test_simulate_command(tmp_path):
     ],
 )
 def test_simulate_bad_input_is_one_line(args, needle):
-    proc = run_cli("--config", "configs/smoke.yaml", *args)
+    proc = run_sim("--config", "configs/smoke.yaml", *args)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], proc.stderr

@@ -1,28 +1,14 @@
 """tools/sweep.py and tools/bench_schedulers.py, run as a user would (subprocesses, tiny settings)."""
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from helpers import assert_one_line_error
+from helpers import assert_one_line_error, run_tool
 
 REPO = Path(__file__).resolve().parents[1]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-
-def run_tool(script, *args, timeout=300):
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu"}
-    return subprocess.run(
-        [sys.executable, str(REPO / "tools" / script), *map(str, args)],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 def test_sweep_schedule_only(tmp_path):
