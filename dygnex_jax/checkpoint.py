@@ -124,7 +124,7 @@ def trainer_meta(trainer, epoch: int, history: list[dict]) -> dict:
         "cost_model": trainer.cost_model.to_dict(),
         "step_log": [[[float(x) for x in work], float(s)] for work, s in trainer.step_log],
         "budgets": sorted(list(b.as_tuple()) for b in trainer._budgets),
-        "rent": sorted([list(k), v] for k, v in trainer._rent.items()),
+        "rent": sorted([list(b.as_tuple()), v] for b, v in trainer._rent.items()),
     }
 
 
@@ -243,7 +243,7 @@ def restore(trainer, ckpt: Checkpoint) -> list[dict]:
     trainer.settings = dataclasses.replace(trainer.config.schedule, alpha=alpha, beta=beta, gamma=gamma)
     trainer.step_log = [(np.array(work), seconds) for work, seconds in meta["step_log"]]
     trainer._budgets = {Budget(*b) for b in meta["budgets"]}
-    trainer._rent = {tuple(k): v for k, v in meta.get("rent", [])}
+    trainer._rent = {Budget(*b): v for b, v in meta.get("rent", [])}
     return list(meta["history"])
 
 

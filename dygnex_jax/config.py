@@ -34,6 +34,12 @@ TASK_METRICS = {
 }
 
 
+def selection_metric(task: str) -> tuple[str, object]:
+    """The metric that picks a run's best epoch (its task's first) and ``max`` / ``min`` (which is best)."""
+    names, better = TASK_METRICS[task]
+    return names[0], better
+
+
 @dataclasses.dataclass
 class DataConfig:
     # What a window predicts: "link" (the edges of the next snapshot, EvolveGCN), "edge_cls" (the

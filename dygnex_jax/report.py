@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from .config import TASK_METRICS
+from .config import TASK_METRICS, selection_metric
 from .errors import UserError
 
 MAX_BAR_STEPS = 40  # load plots show at most this many steps of the last epoch
@@ -94,8 +94,7 @@ def metric(run: dict) -> tuple[str, object]:
     task = run["config"].get("data", {}).get("task", "link")
     if task not in TASK_METRICS:
         raise UserError(f"{run['name']!r} has data.task {task!r}, which this version does not know")
-    names, better = TASK_METRICS[task]
-    return names[0], better
+    return selection_metric(task)
 
 
 def evaluated(run: dict) -> list[dict]:
@@ -104,9 +103,9 @@ def evaluated(run: dict) -> list[dict]:
     return [r for r in run["metrics"] if r.get(key) is not None and not np.isnan(r[key])]
 
 
-def metric_label(runs: list[dict]) -> str:
-    names = {metric(r)[0] for r in runs}
-    return names.pop().upper().replace("_", "-") if len(names) == 1 else "metric"
+def shared_label(names: set[str]) -> str | None:
+    """The display name of the one metric all runs share (``MAP``, ``F1``, ``MSE``), else None."""
+    return next(iter(names)).upper().replace("_", "-") if len(names) == 1 else None
 
 
 def table_row(run: dict) -> dict:
@@ -139,8 +138,7 @@ def markdown(rows: list[dict]) -> str:
     def fmt(x, spec):
         return "–" if x is None else format(x, spec)
 
-    names = {r["metric"] for r in rows}
-    shared = names.pop().upper().replace("_", "-") if len(names) == 1 else None
+    shared = shared_label({r["metric"] for r in rows})
     label = shared or "metric"
     lines = [
         f"| run | schedule | model | devices | epochs | final loss | best val {label} (epoch) | test {label} there "
@@ -180,7 +178,7 @@ def plot_curves(runs: list[dict], path: Path) -> None:
         ax_loss.plot([r["epoch"] for r in m], [r["loss"] for r in m], marker="o", label=name)
         ev, key = evaluated(run), f"val_{metric(run)[0]}"
         ax_map.plot([r["epoch"] for r in ev], [r[key] for r in ev], marker="o", label=name)
-    what = metric_label(runs)
+    what = shared_label({metric(r)[0] for r in runs}) or "metric"
     ax_loss.set(xlabel="epoch", ylabel="training loss (the task's)", title="training loss per epoch")
     ax_map.set(xlabel="epoch", ylabel=f"validation {what}", title=f"validation {what} per epoch")
     for ax in (ax_loss, ax_map):

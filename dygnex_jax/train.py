@@ -30,7 +30,7 @@ import optax
 
 from . import checkpoint, distributed, parallel, partition
 from .comm import collective_bytes
-from .config import TASK_METRICS, Config, TrainConfig, dump_config, to_dict
+from .config import TASK_METRICS, Config, TrainConfig, dump_config, selection_metric, to_dict
 from .data import datasets as _datasets
 from .data.node_windows import task_windows
 from .errors import UserError
@@ -138,11 +138,10 @@ class Trainer:
             self.cost_model = default_cost_model(self.windows.window)
             self.settings = c.schedule
         self._budgets: set[Budget] = set()  # train budgets used so far (compiled)
-        self._rent: dict[tuple, float] = {}  # bucket -> extra padded cost run on larger budgets so far
+        self._rent: dict[Budget, float] = {}  # bucket -> extra padded cost run on larger budgets so far
         self.step_log: list[tuple[np.ndarray, float]] = []  # (padded work, seconds) of compiled steps
         example = self.pack([[0]], "train", epoch=0, rows=[0])[0]
-        self._budgets.clear()  # the init example is not a training step
-        self._rent.clear()
+        self._budgets.clear()  # the init example is not a training step (nothing was compiled to rent)
         local = {k: v[0] for k, v in example.items()}
         # the same on every process; jitted: one compiled program instead of hundreds of eager
         # primitives (3-4 s per Trainer for a scanned model on a 2-core machine)
@@ -240,11 +239,11 @@ class Trainer:
         if fits:
             best = min(fits, key=lambda b: (cost(b), b.as_tuple()))
             extra = cost(best) - cost(budget)
-            paid = self._rent.get(budget.as_tuple(), 0.0)
+            paid = self._rent.get(budget, 0.0)
             if cost(best) <= (1.0 + self.config.parallel.reuse_slack) * cost(budget):
                 chosen = best
             elif paid + extra <= self.config.parallel.compile_steps * cost(best):
-                self._rent[budget.as_tuple()] = paid + extra
+                self._rent[budget] = paid + extra
                 chosen = best
         self._budgets.add(chosen)
         return chosen
@@ -694,8 +693,9 @@ def train_and_evaluate(
 
 
 def summarize_run(config: Config, trainer: Trainer, history: list[dict]) -> dict:
-    names, better = TASK_METRICS[config.data.task]
-    key = f"val_{names[0]}"
+    names = TASK_METRICS[config.data.task][0]
+    name, better = selection_metric(config.data.task)
+    key = f"val_{name}"
     evaluated = [r for r in history if key in r and not math.isnan(r[key])]
     best = better(evaluated, key=lambda r: r[key]) if evaluated else history[-1]
     timed = [r["epoch_seconds"] for r in history[1:]] or [history[0]["epoch_seconds"]]

@@ -31,7 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from dygnex_jax.config import TASK_METRICS, Config, load_config, parse_override  # noqa: E402
+from dygnex_jax.config import Config, load_config, parse_override, selection_metric  # noqa: E402
 from dygnex_jax.devices import force_host_devices  # noqa: E402
 from dygnex_jax.errors import UserError, run_tool  # noqa: E402
 from dygnex_jax.schedule import available_methods  # noqa: E402
@@ -132,7 +132,7 @@ def train_point(cfg: Config, out_dir: Path) -> dict:
     from dygnex_jax.train import train_and_evaluate
 
     s = train_and_evaluate(cfg, out_dir)
-    name = TASK_METRICS[cfg.data.task][0][0]  # MAP, F1 or MSE: the task's model-selection metric
+    name, _ = selection_metric(cfg.data.task)  # map, f1 or mse
     return {
         "devices": s["devices"],
         "batch_size": cfg.train.batch_size,
