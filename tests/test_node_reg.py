@@ -274,9 +274,8 @@ def test_node_regressor_equals_pyg_temporal_with_edge_weights(name):
     the window's snapshots with their edge weights (self-loops included), two windows packed."""
     torch = pytest.importorskip("torch")
     pytest.importorskip("torch_geometric")  # PyG-T itself is imported through pyg_compat
-    from test_parity import map_gcrn_gru, map_tgcn
-
     from dygnex_jax.baselines.pyg_compat import recurrent
+    from dygnex_jax.baselines.weights import map_gcrn_gru, map_tgcn
     from dygnex_jax.config import ModelConfig
     from dygnex_jax.graphs import DeviceWork
     from dygnex_jax.models import create_model

@@ -4,6 +4,9 @@ The first layer on ``[h_src, h_dst]`` splits into a src half and a dst half, ``h
 it is computed once per node and gathered per pair, so its cost scales with the N nodes instead of the Q
 target pairs (Q is 5-25x N with 10 negatives per positive). Same parameters and values as a ``Dense`` on
 the concatenation (``hidden/kernel`` [2H, hidden]), up to float32 reassociation.
+
+Both heads start as their PyTorch twins do (``torch.nn.Linear``'s uniform weights and biases; EvolveGCN's
+classifier and PyG-Temporal's examples use it), like the encoders start as PyG-T's layers.
 """
 
 from __future__ import annotations
@@ -11,17 +14,20 @@ from __future__ import annotations
 import flax.linen as nn
 import jax
 
+from .layers import TORCH_LINEAR_KERNEL, torch_linear, torch_uniform
+
 
 class _SplitDense(nn.Module):
-    """``Dense(features)`` on ``[h_src, h_dst]`` as per-node src and dst halves (``nn.Dense``'s params)."""
+    """``Dense(features)`` on ``[h_src, h_dst]`` as per-node src and dst halves (``nn.Dense``'s params,
+    initialised as ``torch.nn.Linear(2 * half, features)``)."""
 
     features: int
 
     @nn.compact
     def __call__(self, h: jax.Array) -> tuple[jax.Array, jax.Array]:
         half = h.shape[-1]
-        kernel = self.param("kernel", nn.initializers.lecun_normal(), (2 * half, self.features))
-        bias = self.param("bias", nn.initializers.zeros, (self.features,))
+        kernel = self.param("kernel", TORCH_LINEAR_KERNEL, (2 * half, self.features))
+        bias = self.param("bias", torch_uniform(2 * half), (self.features,))
         return h @ kernel[:half] + bias, h @ kernel[half:]
 
 
@@ -33,7 +39,7 @@ class LinkHead(nn.Module):
         """Node embeddings [N, H], pair ends [Q] -> [Q, 2] logits (class 0: non-edge, class 1: edge)."""
         a, b = _SplitDense(self.hidden, name="hidden")(h)
         z = jax.nn.relu(a[src] + b[dst])
-        return nn.Dense(2, name="out")(z)
+        return torch_linear(2, self.hidden, name="out")(z)
 
 
 def dense_pair_scores(head_params: dict, h_src: jax.Array, h_dst: jax.Array) -> jax.Array:
@@ -61,4 +67,4 @@ class NodeHead(nn.Module):
 
     @nn.compact
     def __call__(self, h: jax.Array) -> jax.Array:
-        return nn.Dense(1, name="out")(jax.nn.relu(h))[:, 0]
+        return torch_linear(1, h.shape[-1], name="out")(jax.nn.relu(h))[:, 0]

@@ -99,14 +99,16 @@ class ChebConv(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array, edges: tuple[jax.Array, jax.Array, jax.Array]) -> jax.Array:
+        glorot = nn.initializers.glorot_uniform()  # PyG's ChebConv: Linear(weight_initializer="glorot")
         tx0 = x
-        out = nn.Dense(self.features, use_bias=False, name="lin_0")(tx0)
+        out = nn.Dense(self.features, use_bias=False, kernel_init=glorot, name="lin_0")(tx0)
         if self.k > 1:
             tx1 = scaled_laplacian(x, *edges, self.comm)
-            out = out + nn.Dense(self.features, use_bias=False, name="lin_1")(tx1)
+            out = out + nn.Dense(self.features, use_bias=False, kernel_init=glorot, name="lin_1")(tx1)
             for i in range(2, self.k):
                 tx2 = 2.0 * scaled_laplacian(tx1, *edges, self.comm) - tx0
-                out = out + nn.Dense(self.features, use_bias=False, name=f"lin_{i}")(tx2)
+                lin = nn.Dense(self.features, use_bias=False, kernel_init=glorot, name=f"lin_{i}")
+                out = out + lin(tx2)
                 tx0, tx1 = tx1, tx2
         return out + self.param("bias", nn.initializers.zeros, (self.features,))
 
@@ -126,29 +128,46 @@ def scan_steps(step_cls, name: str = "step", **kwargs):
     return scan(name=name, **kwargs)
 
 
+def torch_uniform(fan_in: int) -> Callable:
+    """Initialiser of ``torch.nn.Linear``'s bias and of every weight and bias of ``torch.nn.GRU`` / ``LSTM``
+    / ``GRUCell``: uniform in ``+-1/sqrt(fan_in)`` (``fan_in``: the Linear's inputs, the RNN's hidden size)."""
+    bound = fan_in**-0.5
+
+    def init(key, shape, dtype=jnp.float32):
+        return jax.random.uniform(key, shape, dtype, -bound, bound)
+
+    return init
+
+
+# torch.nn.Linear's weight: kaiming-uniform with a = sqrt(5), i.e. uniform in +-1/sqrt(fan_in)
+TORCH_LINEAR_KERNEL = nn.initializers.variance_scaling(1.0 / 3.0, "fan_in", "uniform")
+
+
 def torch_linear(features: int, fan_in: int, name: str) -> nn.Dense:
     """``nn.Dense`` initialised as ``torch.nn.Linear(fan_in, features)``: kernel and bias uniform in
     ``+-1/sqrt(fan_in)`` (torch's kaiming-uniform with ``a = sqrt(5)``, and its bias rule)."""
-    bound = fan_in**-0.5
+    return nn.Dense(features, kernel_init=TORCH_LINEAR_KERNEL, bias_init=torch_uniform(fan_in), name=name)
 
-    def bias_init(key, shape, dtype=jnp.float32):
-        return jax.random.uniform(key, shape, dtype, -bound, bound)
 
-    kernel_init = nn.initializers.variance_scaling(1.0 / 3.0, "fan_in", "uniform")
-    return nn.Dense(features, kernel_init=kernel_init, bias_init=bias_init, name=name)
+def torch_rnn_dense(features: int, hidden: int, name: str) -> nn.Dense:
+    """``nn.Dense`` initialised as one of ``torch.nn.GRU`` / ``LSTM``'s ``weight_*`` + ``bias_*`` pairs:
+    kernel and bias uniform in ``+-1/sqrt(hidden)``."""
+    init = torch_uniform(hidden)
+    return nn.Dense(features, kernel_init=init, bias_init=init, name=name)
 
 
 class GCNConv(nn.Module):
-    """PyG's ``GCNConv``: ``D^-1/2 (A + I) D^-1/2 x Theta + b``. ``kernel_init``: Flax's Dense default
-    (LeCun normal); PyG's own is Glorot uniform (``nn.initializers.glorot_uniform()``)."""
+    """PyG's ``GCNConv``: ``D^-1/2 (A + I) D^-1/2 x Theta + b``, initialised as PyG's (Glorot-uniform
+    weight, zero bias)."""
 
     features: int
     use_bias: bool = True
-    kernel_init: Callable = nn.initializers.lecun_normal()
 
     @nn.compact
     def __call__(self, x: jax.Array, edges: tuple[jax.Array, jax.Array, jax.Array]) -> jax.Array:
-        lin = nn.Dense(self.features, use_bias=False, kernel_init=self.kernel_init, name="lin")
+        lin = nn.Dense(
+            self.features, use_bias=False, kernel_init=nn.initializers.glorot_uniform(), name="lin"
+        )
         out = gcn_aggregate(lin(x), *edges)
         if self.use_bias:
             out = out + self.param("bias", nn.initializers.zeros, (self.features,))
@@ -160,15 +179,16 @@ class GRUCell(nn.Module):
 
     ``r = sig(x W_ir + b_ir + h W_hr + b_hr)``, ``z = sig(x W_iz + b_iz + h W_hz + b_hz)``,
     ``n = tanh(x W_in + b_in + r * (h W_hn + b_hn))``, ``h' = (1 - z) n + z h``.
-    Params ``ih`` / ``hh``: Dense kernels [in, 3H] / [H, 3H] (torch's ``weight_ih_l0.T``) with biases.
+    Params ``ih`` / ``hh``: Dense kernels [in, 3H] / [H, 3H] (torch's ``weight_ih_l0.T``) with biases,
+    initialised as torch's (uniform in +-1/sqrt(H)).
     """
 
     hidden: int
 
     @nn.compact
     def __call__(self, x: jax.Array, h: jax.Array) -> jax.Array:
-        gi = nn.Dense(3 * self.hidden, name="ih")(x)
-        gh = nn.Dense(3 * self.hidden, name="hh")(h)
+        gi = torch_rnn_dense(3 * self.hidden, self.hidden, "ih")(x)
+        gh = torch_rnn_dense(3 * self.hidden, self.hidden, "hh")(h)
         ir, iz, i_n = jnp.split(gi, 3, axis=-1)
         hr, hz, hn = jnp.split(gh, 3, axis=-1)
         r = jax.nn.sigmoid(ir + hr)
@@ -179,13 +199,14 @@ class GRUCell(nn.Module):
 
 class LSTMCell(nn.Module):
     """``torch.nn.LSTM``'s cell, one step, gates in torch's order (i, f, g, o); ``ih`` / ``hh`` as in
-    ``GRUCell`` with 4H columns. Returns ``(h', c')``."""
+    ``GRUCell`` with 4H columns (and torch's initialisation). Returns ``(h', c')``."""
 
     hidden: int
 
     @nn.compact
     def __call__(self, x: jax.Array, h: jax.Array, c: jax.Array) -> tuple[jax.Array, jax.Array]:
-        g = nn.Dense(4 * self.hidden, name="ih")(x) + nn.Dense(4 * self.hidden, name="hh")(h)
+        g = torch_rnn_dense(4 * self.hidden, self.hidden, "ih")(x)
+        g = g + torch_rnn_dense(4 * self.hidden, self.hidden, "hh")(h)
         i, f, gg, o = jnp.split(g, 4, axis=-1)
         c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(gg)
         return jax.nn.sigmoid(o) * jnp.tanh(c), c

@@ -67,7 +67,10 @@ class MPNNLSTM(nn.Module):
         conv = jax.vmap(gcn_aggregate)  # over time offsets
 
         def gcn(name, v):
-            out = conv(nn.Dense(self.hidden, use_bias=False, name=f"{name}_lin")(v), *edges)
+            lin = nn.Dense(
+                self.hidden, use_bias=False, kernel_init=nn.initializers.glorot_uniform(), name=f"{name}_lin"
+            )
+            out = conv(lin(v), *edges)  # PyG GCNConv: Glorot weight, zero bias
             return jax.nn.relu(out + self.param(f"{name}_bias", nn.initializers.zeros, (self.hidden,)))
 
         h1 = WindowBatchNorm(name="bn_1")(gcn("conv_1", x), node_window, node_count, slots)

@@ -25,7 +25,7 @@ class TGCNCell(nn.Module):
     @nn.compact
     def __call__(self, x, h, edges):
         def gate(name, state):
-            conv = GCNConv(self.hidden, kernel_init=nn.initializers.glorot_uniform(), name=f"conv_{name}")
+            conv = GCNConv(self.hidden, name=f"conv_{name}")
             gate_in = jnp.concatenate([conv(x, edges), state], axis=-1)
             return torch_linear(self.hidden, 2 * self.hidden, name=f"linear_{name}")(gate_in)
 
