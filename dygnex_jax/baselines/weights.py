@@ -43,24 +43,30 @@ def map_gcrn_gru(t, layers, k):
     return {"step": cells}
 
 
-def map_gconv_lstm(t, layers, k):
+def _lstm_cells(t, layers, cell) -> dict:
+    """Stacked LSTM cells of PyG-T (``cells.i``): ``cell(i)`` maps cell i's convolutions and weights; every
+    cell also has the four gate biases ``b_{i,f,c,o}`` (stored [1, H] by PyG-T)."""
     cells = {}
     for i in range(layers):
-        c = {f"{s}_{g}": cheb(t, f"cells.{i}.conv_{s}_{g}", k) for s in "xh" for g in "ifco"}
-        c.update({f"w_c_{g}": t[f"cells.{i}.w_c_{g}"] for g in "ifo"})
-        c.update({f"b_{g}": t[f"cells.{i}.b_{g}"][0] for g in "ifco"})
-        cells[f"cell_{i}"] = c
+        biases = {f"b_{g}": t[f"cells.{i}.b_{g}"][0] for g in "ifco"}
+        cells[f"cell_{i}"] = {**cell(i), **biases}
     return {"step": cells}
+
+
+def map_gconv_lstm(t, layers, k):
+    def cell(i):
+        convs = {f"{s}_{g}": cheb(t, f"cells.{i}.conv_{s}_{g}", k) for s in "xh" for g in "ifco"}
+        return {**convs, **{f"w_c_{g}": t[f"cells.{i}.w_c_{g}"] for g in "ifo"}}
+
+    return _lstm_cells(t, layers, cell)
 
 
 def map_gc_lstm(t, layers, k):
-    cells = {}
-    for i in range(layers):
-        c = {f"conv_{g}": cheb(t, f"cells.{i}.conv_{g}", k) for g in "ifco"}
-        c.update({f"W_{g}": t[f"cells.{i}.W_{g}"] for g in "ifco"})
-        c.update({f"b_{g}": t[f"cells.{i}.b_{g}"][0] for g in "ifco"})
-        cells[f"cell_{i}"] = c
-    return {"step": cells}
+    def cell(i):
+        convs = {f"conv_{g}": cheb(t, f"cells.{i}.conv_{g}", k) for g in "ifco"}
+        return {**convs, **{f"W_{g}": t[f"cells.{i}.W_{g}"] for g in "ifco"}}
+
+    return _lstm_cells(t, layers, cell)
 
 
 def map_tgcn(t, layers, k):
