@@ -198,6 +198,14 @@ def same_distribution(ours: np.ndarray, ref: np.ndarray) -> str | None:
     return None
 
 
+def assert_initialised_like(ours: dict, ref: dict) -> None:
+    """Every parameter of ``ours`` passes ``same_distribution`` against its twin in ``ref``."""
+    assert jax.tree.structure(ours) == jax.tree.structure(ref)
+    for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(ours), jax.tree.leaves(ref)):
+        why = same_distribution(np.asarray(a), np.asarray(b))
+        assert why is None, (jax.tree_util.keystr(path), why)
+
+
 @pytest.mark.parametrize("name", MODELS)
 def test_models_initialise_as_pyg_temporal(name):
     """Every encoder and the link head start from their PyTorch twins' initial distributions (so that a
@@ -210,10 +218,7 @@ def test_models_initialise_as_pyg_temporal(name):
     theirs, to_flax, cfg, f = build(name, F=f, H=h)
     ref = to_flax({k: v.detach().numpy() for k, v in theirs.named_parameters()})
     ours = ENCODERS[name](cfg, f).init(jax.random.key(0), packed_batch([make_window(1, f)]))["params"]
-    assert jax.tree.structure(ours) == jax.tree.structure(ref)
-    for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(ours), jax.tree.leaves(ref)):
-        why = same_distribution(np.asarray(a), np.asarray(b))
-        assert why is None, (jax.tree_util.keystr(path), why)
+    assert_initialised_like(ours, ref)
 
 
 def test_heads_initialise_as_their_torch_twins():
@@ -231,10 +236,7 @@ def test_heads_initialise_as_their_torch_twins():
     t = {f"out.{k}": v.detach().numpy() for k, v in torch.nn.Linear(h, 1).named_parameters()}
     ref["node"] = {"out": dense(t, "out")}
     ours = {**ours, "node": NodeHead().init(jax.random.key(1), emb)["params"]}
-    assert jax.tree.structure(ours) == jax.tree.structure(ref)
-    for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(ours), jax.tree.leaves(ref)):
-        why = same_distribution(np.asarray(a), np.asarray(b))
-        assert why is None, (jax.tree_util.keystr(path), why)
+    assert_initialised_like(ours, ref)
 
 
 @pytest.mark.parametrize("layout", ["full", "packed"])

@@ -99,16 +99,14 @@ class ChebConv(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array, edges: tuple[jax.Array, jax.Array, jax.Array]) -> jax.Array:
-        glorot = nn.initializers.glorot_uniform()  # PyG's ChebConv: Linear(weight_initializer="glorot")
         tx0 = x
-        out = nn.Dense(self.features, use_bias=False, kernel_init=glorot, name="lin_0")(tx0)
+        out = pyg_linear(self.features, "lin_0")(tx0)
         if self.k > 1:
             tx1 = scaled_laplacian(x, *edges, self.comm)
-            out = out + nn.Dense(self.features, use_bias=False, kernel_init=glorot, name="lin_1")(tx1)
+            out = out + pyg_linear(self.features, "lin_1")(tx1)
             for i in range(2, self.k):
                 tx2 = 2.0 * scaled_laplacian(tx1, *edges, self.comm) - tx0
-                lin = nn.Dense(self.features, use_bias=False, kernel_init=glorot, name=f"lin_{i}")
-                out = out + lin(tx2)
+                out = out + pyg_linear(self.features, f"lin_{i}")(tx2)
                 tx0, tx1 = tx1, tx2
         return out + self.param("bias", nn.initializers.zeros, (self.features,))
 
@@ -149,6 +147,12 @@ def torch_linear(features: int, fan_in: int, name: str) -> nn.Dense:
     return nn.Dense(features, kernel_init=TORCH_LINEAR_KERNEL, bias_init=torch_uniform(fan_in), name=name)
 
 
+def pyg_linear(features: int, name: str) -> nn.Dense:
+    """``nn.Dense`` without bias, initialised as the ``Linear(..., bias=False, weight_initializer="glorot")``
+    inside PyG's ``GCNConv`` and ``ChebConv``: Glorot-uniform kernel."""
+    return nn.Dense(features, use_bias=False, kernel_init=nn.initializers.glorot_uniform(), name=name)
+
+
 def torch_rnn_dense(features: int, hidden: int, name: str) -> nn.Dense:
     """``nn.Dense`` initialised as one of ``torch.nn.GRU`` / ``LSTM``'s ``weight_*`` + ``bias_*`` pairs:
     kernel and bias uniform in ``+-1/sqrt(hidden)``."""
@@ -165,10 +169,7 @@ class GCNConv(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array, edges: tuple[jax.Array, jax.Array, jax.Array]) -> jax.Array:
-        lin = nn.Dense(
-            self.features, use_bias=False, kernel_init=nn.initializers.glorot_uniform(), name="lin"
-        )
-        out = gcn_aggregate(lin(x), *edges)
+        out = gcn_aggregate(pyg_linear(self.features, "lin")(x), *edges)
         if self.use_bias:
             out = out + self.param("bias", nn.initializers.zeros, (self.features,))
         return out

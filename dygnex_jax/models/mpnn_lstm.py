@@ -18,7 +18,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from .layers import LSTMCell, gcn_aggregate, node_inputs, scan_steps
+from .layers import LSTMCell, gcn_aggregate, node_inputs, pyg_linear, scan_steps
 
 
 class WindowBatchNorm(nn.Module):
@@ -67,10 +67,7 @@ class MPNNLSTM(nn.Module):
         conv = jax.vmap(gcn_aggregate)  # over time offsets
 
         def gcn(name, v):
-            lin = nn.Dense(
-                self.hidden, use_bias=False, kernel_init=nn.initializers.glorot_uniform(), name=f"{name}_lin"
-            )
-            out = conv(lin(v), *edges)  # PyG GCNConv: Glorot weight, zero bias
+            out = conv(pyg_linear(self.hidden, f"{name}_lin")(v), *edges)  # PyG GCNConv's init
             return jax.nn.relu(out + self.param(f"{name}_bias", nn.initializers.zeros, (self.hidden,)))
 
         h1 = WindowBatchNorm(name="bn_1")(gcn("conv_1", x), node_window, node_count, slots)
