@@ -64,7 +64,22 @@ def _parser() -> argparse.ArgumentParser:
     )
     sim.add_argument("--batch-per-device", type=int, default=4, help="b: B = b x P (default 4)")
     sim.add_argument("--batch-size", type=int, default=0, help="a fixed B instead of b x P")
-    sim.add_argument("--buckets", action="store_true", help="round budgets to the trainer's shape buckets")
+    sim.add_argument(
+        "--shapes",
+        choices=("trained", "buckets", "exact"),
+        default="trained",
+        help="budgets a window-parallel step is charged: trained (default: the config's parallel.budgets, "
+        "as the trainer pays), buckets (the shape grid), exact (the exact need: no padding to budgets)",
+    )
+    sim.add_argument("--buckets", action="store_true", help="the same as --shapes buckets")
+    sim.add_argument(
+        "--plan-epochs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="planned budgets are planned from epochs 1..N (default: the trainer's, train.epochs; "
+        "0: the simulated epoch alone)",
+    )
     sim.add_argument("--param-bytes", type=float, default=0, help="all-reduced bytes (default: the model's)")
     sim.add_argument(
         "--ilp-budget", type=float, default=60, help="dygnex_l only if steps x time limit <= this"
@@ -142,14 +157,17 @@ def main(argv: list[str] | None = None) -> int:
                 windows=args.windows,
                 batch_per_device=args.batch_per_device,
                 batch_size=args.batch_size,
+                shapes=args.shapes,
                 buckets=args.buckets,
+                plan_epochs=args.plan_epochs,
                 param_bytes=args.param_bytes,
                 ilp_budget=args.ilp_budget,
                 instance=args.instance,
             )
             print(
                 f"{result['instance']}: {result['windows']} windows, W={result['window']}, {result['batch']}, "
-                f"{result['shapes']}, link {sim.resolve_link(args.link, args.alpha, args.bandwidth).describe()}, "
+                f"{result['layout']} layout, shapes {result['shapes']}, "
+                f"link {sim.resolve_link(args.link, args.alpha, args.bandwidth).describe()}, "
                 f"all-reduce {result['param_bytes'] / 1e6:.3f} MB, cost model {result['cost_model']['source']}"
             )
             sim.print_table(result["rows"])

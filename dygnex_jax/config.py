@@ -21,6 +21,16 @@ from .errors import UserError
 
 # Models that snapshot / vertex partition can run (models/: initial_carry, advance and a Comm).
 PARTITIONED_MODELS = ("egcn_o", "gcrn_gru")
+# Models whose graph operators never read the recurrent state: their packed step runs every time
+# offset's edges as one flat list (padding.py, layout "flat"); the others scan over offsets ("scan").
+FLAT_LAYOUT_MODELS = frozenset({"egcn_o", "tgcn", "gcn_gru", "mpnn_lstm"})
+# Models whose output (embeddings at the last offset) reads the graph of the last offset only: EvolveGCN-O
+# (its weights evolve without the graph, and a layer's GCN at offset tau reads offset tau alone). Their
+# steps can carry the last offset's edges alone (layout "last"; the same output, tested).
+LAST_OFFSET_MODELS = frozenset({"egcn_o"})
+LAYOUT_CHOICES = ("auto", "scan", "flat", "last")
+# Methods that pack whole windows per device (the others have their own partitioned layouts).
+WINDOW_METHODS = ("psg", "dygnex_g", "dygnex_l")
 # Tasks (data.task): link prediction of the next snapshot, edge classification of the window's last
 # snapshot, or node regression of the next signal value. "link" runs under every schedule.method, the
 # others under psg / dygnex_g / dygnex_l.
@@ -32,6 +42,18 @@ TASK_METRICS = {
     "edge_cls": (("f1", "micro_f1", "macro_f1"), max),
     "node_reg": (("mse",), min),
 }
+
+
+def step_layout(config: Config) -> str:
+    """The edge layout of a run's packed training and evaluation steps (padding.py): ``parallel.layout``,
+    where ``auto`` is the cheapest the model allows — ``last`` (LAST_OFFSET_MODELS), ``flat``
+    (FLAT_LAYOUT_MODELS), else ``scan``. The partitioned baselines (snapshot, vertex) always scan."""
+    name, choice = config.model.name, config.parallel.layout
+    if config.schedule.method not in WINDOW_METHODS:
+        return "scan"
+    if choice == "auto":
+        return "last" if name in LAST_OFFSET_MODELS else "flat" if name in FLAT_LAYOUT_MODELS else "scan"
+    return choice
 
 
 def selection_metric(task: str) -> tuple[str, object]:
@@ -132,7 +154,8 @@ class ScheduleConfig:
     # Cost-ordered methods, how windows form steps: "strata" = one window from each of B cost strata
     # (a stratified random mini-batch); "rows" = B/P random rows of P equal-cost windows; "sorted" =
     # B consecutive windows of the cost order. Later ones balance better, earlier ones mix better.
-    compose: str = "strata"
+    # "auto": sorted while B/P <= 4 (few windows per device balance only when similar), else strata.
+    compose: str = "auto"
     alpha: float = 1.0  # padded-objective weight of max nodes per device
     beta: float = 1.0  # ... of max edges per device
     gamma: float = 1.0  # ... of max target pairs per device
@@ -155,14 +178,32 @@ class ScheduleConfig:
 @dataclasses.dataclass
 class ParallelConfig:
     devices: int = 0  # data-parallel devices (0 = all local devices)
+    # Training budgets (padded sizes): "planned" = before epoch 1 the run's steps (every epoch's
+    # schedule) are grouped into at most max_budgets budgets fitted to them (padding.plan_budgets),
+    # compiled ahead; "buckets" = each step's need rounded up to the geometric grid below, compiled
+    # when first seen (with the reuse/rent policy below). Evaluation and the snapshot / vertex
+    # baselines always use the grid.
+    budgets: str = "planned"
+    # Packed edge layout of whole-window steps (padding.py): "scan" = edges per time offset, padded to
+    # the largest offset (W x E); "flat" = all offsets' edges in one list (their sum; models whose graph
+    # operators do not read the recurrent state); "last" = the last offset's edges alone (EvolveGCN-O,
+    # whose output reads no other); "auto" = the cheapest the model allows.
+    layout: str = "auto"
+    max_budgets: int = 4  # planned: at most this many training budgets (compilations) per run
+    # JAX's persistent compilation cache: "auto" (a per-user folder: $DYGNEX_CACHE, else
+    # $XDG_CACHE_HOME/dygnex_jax/xla, else ~/.cache/dygnex_jax/xla), "off", or a folder. A second run
+    # of the same shapes (another seed, scheduling variant, resume) skips XLA compilation.
+    compile_cache: str = "auto"
+    budget_align: int = 8  # planned: nodes, edges and pairs rounded up to a multiple of this
     bucket_ratio: float = 1.25  # padded budgets are rounded up to a geometric grid with this ratio
     min_bucket: int = 64  # smallest budget of every padded dimension
     # Run a step on an already-compiled larger budget when its padded work is at most this fraction
     # above the step's own bucket: fewer compilations for a little padding (0 = never).
     reuse_slack: float = 0.25
-    # Beyond that, rent a larger compiled budget rather than compile a new one until the padded work
-    # rented for that bucket would pass this many steps of the larger budget (a compilation's price:
-    # about 10 EvolveGCN steps on this CPU), then compile it (ski rental; 0 = never rent).
+    # A compilation's price in steps (about 10 EvolveGCN steps on this CPU). planned: a budget more is
+    # worth it only if it saves this many average steps of padded work. buckets: rent a larger
+    # compiled budget rather than compile a new one until the padded work rented for that bucket would
+    # pass this many steps of the larger budget, then compile it (ski rental; 0 = never rent).
     compile_steps: float = 10.0
     # schedule.method=snapshot: micro-batches per step flowing through the time pipeline (0 = P).
     micro_batches: int = 0
@@ -216,6 +257,8 @@ def _coerce(value: Any, kind: Any, key: str) -> Any:
             raise UserError(f"config key {key!r} must be a number, got {value!r}")
         return float(value)
     if kind is str:
+        if isinstance(value, bool):  # YAML 1.1 reads off / on / no / yes as booleans
+            value = "on" if value else "off"
         if not isinstance(value, str):
             raise UserError(f"config key {key!r} must be a string, got {value!r}")
         return value
@@ -365,6 +408,33 @@ def validate(config: Config) -> None:
         (
             config.parallel.min_bucket >= 1,
             f"parallel.min_bucket must be positive, got {config.parallel.min_bucket}",
+        ),
+        (
+            config.parallel.layout in LAYOUT_CHOICES,
+            f"parallel.layout must be one of {', '.join(LAYOUT_CHOICES)}, got {config.parallel.layout!r}",
+        ),
+        (
+            config.parallel.layout not in ("flat", "last")
+            or config.model.name
+            in (FLAT_LAYOUT_MODELS if config.parallel.layout == "flat" else LAST_OFFSET_MODELS),
+            f"parallel.layout={config.parallel.layout} does not fit model.name {config.model.name!r} (its graph "
+            "operators read the recurrent state or earlier offsets): use parallel.layout=auto or scan",
+        ),
+        (
+            config.parallel.budgets in ("planned", "buckets"),
+            f"parallel.budgets must be planned or buckets, got {config.parallel.budgets!r}",
+        ),
+        (
+            1 <= config.parallel.max_budgets <= 64,
+            f"parallel.max_budgets must be in 1..64, got {config.parallel.max_budgets}",
+        ),
+        (
+            1 <= config.parallel.budget_align <= 4096,
+            f"parallel.budget_align must be in 1..4096, got {config.parallel.budget_align}",
+        ),
+        (
+            config.parallel.compile_steps >= 0,
+            f"parallel.compile_steps must be >= 0, got {config.parallel.compile_steps}",
         ),
     ]
     for ok, message in checks:

@@ -1,12 +1,15 @@
-"""Packed per-device batches: padding budgets, shape buckets and masks (host-side numpy).
+"""Packed per-device batches: padding budgets and masks (host-side numpy).
 
 A device's windows are packed as one graph per time offset tau: the snapshot-tau graphs of all its
 windows form a disjoint union, nodes contiguous per window (window slot j owns nodes
-``offset_j .. offset_j + n_j - 1``). All devices are padded to one budget, the maximum over devices
-rounded up to a shape bucket, so the compiled step is the same on every device and the number of
-compilations is bounded by the number of distinct buckets. Padding edges connect the last node, which
-is always a padding node, to itself with mask 0; padding pairs have weight 0; padding windows own no
-node. Padding never changes an output (tests/test_packing.py proves it).
+``offset_j .. offset_j + n_j - 1``). The edges are laid out per offset ([W, E], ``scan`` layout) or
+as one list over the [W x N] node-time grid ([E], ``flat`` layout, for models whose graph operators
+do not read the recurrent state); see padding.py for what each costs. All devices are padded to one
+budget: in training one of the run's planned budgets (padding.plan_budgets), elsewhere the step's
+need rounded up to a shape bucket; either way the compiled step is the same on every device. Padding
+edges connect the last node, which is always a padding node, to itself with mask 0; padding pairs have
+weight 0; padding windows own no node. Padding never changes an output (tests/test_models.py and
+tests/test_flat_layout.py prove it).
 
 Axis letters: P devices, W time offsets, N nodes, E edges per time offset, Q target pairs, K windows.
 """
@@ -14,32 +17,22 @@ Axis letters: P devices, W time offsets, N nodes, E edges per time offset, Q tar
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import numpy as np
 
 from .data.windows import LocalWindow
+from .padding import Budget, bucket, bucketed, check_layout, device_need, step_need
+from .padding import padded_work as _padded_work
 
-
-@dataclasses.dataclass(frozen=True)
-class Budget:
-    """Padded sizes of one device's packed batch (the same on every device in a step)."""
-
-    nodes: int  # N, always > the real node count (the last node is a padding node)
-    edges: int  # E per time offset
-    pairs: int  # Q
-    windows: int  # K
-
-    def as_tuple(self) -> tuple[int, int, int, int]:
-        return (self.nodes, self.edges, self.pairs, self.windows)
-
-
-def bucket(n: int, ratio: float, minimum: int) -> int:
-    """Round n up to the geometric grid ``ceil(minimum * ratio**i)`` (i = 0, 1, ...)."""
-    size = float(minimum)
-    while math.ceil(size) < n:
-        size *= ratio
-    return int(math.ceil(size))
+__all__ = [
+    "Budget",
+    "DeviceWork",
+    "bucket",
+    "pack_device",
+    "pack_node_device",
+    "step_budget",
+    "stack_devices",
+]
 
 
 @dataclasses.dataclass
@@ -53,45 +46,63 @@ class DeviceWork:
     def real_nodes(self) -> int:
         return sum(w.num_local for w in self.windows)
 
-    def real_edges_per_tau(self) -> np.ndarray:
+    def real_edges_per_tau(self, layout: str = "scan") -> np.ndarray:
+        """[W] edges of every time offset summed over the windows (``last`` layout: the last offset's
+        alone, the others are not packed)."""
         if not self.windows:
             return np.zeros(0, np.int64)
-        return np.sum([[len(e) for e in w.edges] for w in self.windows], axis=0)
+        e = np.sum([[len(e) for e in w.edges] for w in self.windows], axis=0)
+        if layout == "last":
+            e[:-1] = 0
+        return e
 
     def real_pairs(self) -> int:
         return sum(len(p) for p in self.pairs)
 
 
-def step_budget(work: list[DeviceWork], ratio: float, minimum: int, window_slots: int = 0) -> Budget:
+def work_need(work: DeviceWork, layout: str = "scan") -> Budget:
+    """The exact budget one device's work needs (``padding.device_need``)."""
+    return device_need(
+        work.real_nodes(), work.real_edges_per_tau(layout), work.real_pairs(), len(work.windows), layout
+    )
+
+
+def exact_need(work: list[DeviceWork], window_slots: int = 0, layout: str = "scan") -> Budget:
+    """The exact budget a step needs: the element-wise maximum of its devices' needs."""
+    return step_need([work_need(d, layout) for d in work], window_slots)
+
+
+def step_budget(
+    work: list[DeviceWork], ratio: float, minimum: int, window_slots: int = 0, layout: str = "scan"
+) -> Budget:
     """Smallest bucketed budget that holds every device's work (+1 node kept for padding).
 
     ``window_slots``: a fixed window-slot budget for a whole run (e.g. ceil(B / P)), so that this
     dimension never causes a recompilation; 0 = the step's maximum.
     """
-    nodes = max(d.real_nodes() for d in work) + 1
-    edges = max((int(d.real_edges_per_tau().max(initial=0)) for d in work), default=0)
-    pairs = max(d.real_pairs() for d in work)
-    windows = max(max(len(d.windows) for d in work), window_slots, 1)
-    return Budget(
-        nodes=bucket(nodes, ratio, minimum),
-        edges=bucket(max(edges, 1), ratio, minimum),
-        pairs=bucket(max(pairs, 1), ratio, minimum),
-        windows=windows,
-    )
+    return bucketed(exact_need(work, window_slots, layout), ratio, minimum)
 
 
-def _pack_graph(work: DeviceWork, budget: Budget, window_len: int, arrays: dict, place) -> dict:
+def _pack_graph(work: DeviceWork, budget: Budget, window_len: int, arrays: dict, place, layout: str) -> dict:
     """The packing both tasks share: window j's nodes take the next contiguous range of packed ids and
-    at every time offset its edges follow the previous windows' edges; the rest is padding. ``arrays``:
-    the task's own per-node and per-target arrays (already filled with their padding values);
-    ``place(out, j, lo, m, q0)`` writes window j's entries of them (its nodes at ``lo : lo + m``, its
-    targets from ``q0``). An edge's mask is 1, or its weight where the window has ``weights``."""
+    its edges follow the previous windows' edges; the rest is padding. ``arrays``: the task's own
+    per-node and per-target arrays (already filled with their padding values); ``place(out, j, lo, m,
+    q0)`` writes window j's entries of them (its nodes at ``lo : lo + m``, its targets from ``q0``). An
+    edge's mask is 1, or its weight where the window has ``weights``.
+
+    ``layout`` (see padding.py): ``scan`` gives edges per time offset [W, E] in packed node ids;
+    ``flat`` gives all offsets' edges in one list [E] of node-time ids ``tau * N + node`` (padding edges
+    join the last offset's padding node, ``W * N - 1``, to itself); ``last`` the same list with the
+    last offset's edges alone."""
+    check_layout(layout)
     n, e, q, k, w = budget.nodes, budget.edges, budget.pairs, budget.windows, window_len
-    pad = n - 1
+    flat = layout != "scan"  # flat and last: one list over the node-time grid
+    pad = w * n - 1 if flat else n - 1
+    shape = (e,) if flat else (w, e)
     out = {
-        "senders": np.full((w, e), pad, np.int32),
-        "receivers": np.full((w, e), pad, np.int32),
-        "edge_mask": np.zeros((w, e), np.float32),
+        "senders": np.full(shape, pad, np.int32),
+        "receivers": np.full(shape, pad, np.int32),
+        "edge_mask": np.zeros(shape, np.float32),
         "node_window": np.full(n, k, np.int32),
         "window_sizes": np.zeros(k + 1, np.int32),
         "node_count": np.zeros(n, np.int32),
@@ -100,6 +111,7 @@ def _pack_graph(work: DeviceWork, budget: Budget, window_len: int, arrays: dict,
     if len(work.windows) > k:
         raise ValueError(f"{len(work.windows)} windows exceed the budget of {k}")
     node_off, pair_off, edge_off = 0, 0, np.zeros(w, np.int64)
+    flat_off = 0
     for j, (win, targets) in enumerate(zip(work.windows, work.pairs)):
         m, nq = win.num_local, len(targets)
         if node_off + m >= n or pair_off + nq > q:
@@ -108,12 +120,25 @@ def _pack_graph(work: DeviceWork, budget: Budget, window_len: int, arrays: dict,
         out["window_sizes"][j] = m
         weights = getattr(win, "weights", None)
         for tau, edges in enumerate(win.edges):
+            if layout == "last" and tau < w - 1:
+                continue  # the model's output reads the last offset's graph alone
+            mask = 1.0 if weights is None else weights[tau]
+            if flat:
+                lo, hi = flat_off, flat_off + len(edges)
+                if hi > e:
+                    raise ValueError("the work does not fit the budget")
+                base = tau * n + node_off
+                out["senders"][lo:hi] = edges[:, 0] + base
+                out["receivers"][lo:hi] = edges[:, 1] + base
+                out["edge_mask"][lo:hi] = mask
+                flat_off = hi
+                continue
             lo, hi = edge_off[tau], edge_off[tau] + len(edges)
             if hi > e:
                 raise ValueError("the work does not fit the budget")
             out["senders"][tau, lo:hi] = edges[:, 0] + node_off
             out["receivers"][tau, lo:hi] = edges[:, 1] + node_off
-            out["edge_mask"][tau, lo:hi] = 1.0 if weights is None else weights[tau]
+            out["edge_mask"][tau, lo:hi] = mask
             edge_off[tau] = hi
         place(out, j, node_off, m, pair_off)
         node_off += m
@@ -122,8 +147,10 @@ def _pack_graph(work: DeviceWork, budget: Budget, window_len: int, arrays: dict,
     return out
 
 
-def pack_device(work: DeviceWork, budget: Budget, window_len: int, class_weights=(1.0, 1.0)) -> dict:
-    """One device's padded arrays.
+def pack_device(
+    work: DeviceWork, budget: Budget, window_len: int, class_weights=(1.0, 1.0), layout: str = "scan"
+) -> dict:
+    """One device's padded arrays (``layout``: see ``_pack_graph``; flat edges are [E] node-time ids).
 
     Returns a dict of numpy arrays:
       feat: int32 [W, N] node input category per time offset (0 for padding nodes).
@@ -158,7 +185,7 @@ def pack_device(work: DeviceWork, budget: Budget, window_len: int, class_weights
         out["pair_label"][q0:q1] = labels
         out["pair_weight"][q0:q1] = cw[labels]
 
-    return _pack_graph(work, budget, window_len, arrays, place)
+    return _pack_graph(work, budget, window_len, arrays, place, layout)
 
 
 def stack_devices(arrays: list[dict]) -> dict:
@@ -172,17 +199,20 @@ def node_offsets(work: DeviceWork) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64) if sizes else np.zeros(0, np.int64)
 
 
-def padded_work(budget: Budget, window_len: int) -> np.ndarray:
-    """[3] (nodes, edges summed over time, pairs) one device runs under this budget."""
-    return np.array([budget.nodes, budget.edges * window_len, budget.pairs], np.float64)
+def padded_work(budget: Budget, window_len: int, layout: str = "scan") -> np.ndarray:
+    """[3] (nodes, edges summed over time, pairs) one device runs under this budget (padding.py)."""
+    return _padded_work(budget, window_len, layout)
 
 
-def real_work(work: DeviceWork) -> np.ndarray:
-    """[3] (nodes, edges summed over time, pairs) of real work on one device."""
-    return np.array([work.real_nodes(), work.real_edges_per_tau().sum(), work.real_pairs()], np.float64)
+def real_work(work: DeviceWork, layout: str = "scan") -> np.ndarray:
+    """[3] (nodes, edges summed over time, pairs) of real work on one device in ``layout``."""
+    edges = work.real_edges_per_tau(layout).sum()
+    return np.array([work.real_nodes(), edges, work.real_pairs()], np.float64)
 
 
-def pack_node_device(work: DeviceWork, budget: Budget, window_len: int, num_features: int) -> dict:
+def pack_node_device(
+    work: DeviceWork, budget: Budget, window_len: int, num_features: int, layout: str = "scan"
+) -> dict:
     """One device's padded arrays for node regression (``data.task: node_reg``); the budget's pairs are
     target nodes.
 
@@ -214,4 +244,4 @@ def pack_node_device(work: DeviceWork, budget: Budget, window_len: int, num_feat
         out["target_value"][q0:q1] = values
         out["target_weight"][q0:q1] = 1.0
 
-    return _pack_graph(work, budget, window_len, arrays, place)
+    return _pack_graph(work, budget, window_len, arrays, place, layout)

@@ -177,6 +177,18 @@ def make_train_step(loss_fn: LossFn, tx: optax.GradientTransformation, mesh: Mes
     return jitted
 
 
+def compile_step(step, params, opt_state, mesh: Mesh, host_batch: dict[str, np.ndarray]):
+    """Compile the jitted train ``step`` ahead of time for batches shaped like ``host_batch`` (this
+    process's rows [L, ...], as ``shard_batch`` takes them). Returns the compiled executable, called
+    like ``step`` with batches of that shape (no tracing, no compilation at the call)."""
+    sharding = NamedSharding(mesh, P(AXIS))
+    abstract = {
+        k: jax.ShapeDtypeStruct((mesh.size, *v.shape[1:]), v.dtype, sharding=sharding)
+        for k, v in host_batch.items()
+    }
+    return step.lower(params, opt_state, abstract).compile()
+
+
 def make_embed_step(embed_fn: Callable[[dict, dict], jax.Array], mesh: Mesh) -> Callable:
     """Jitted ``(params, batch) -> [P, N, H]`` node embeddings of every device's packed windows."""
 

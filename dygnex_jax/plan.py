@@ -1,27 +1,43 @@
-"""Schedules without training: what a method does to a dataset's windows (the ``schedule`` command).
+"""Schedules without training (the ``schedule`` command), and the budget planning the trainer shares.
 
-Two padding-efficiency figures are reported:
+Two padding-efficiency figures are reported, both Σ real / Σ padded work with the same cost weights
+(``padding.efficiency``):
   * ``schedule`` level — real loads against the per-step maximum over devices of each cost column
-    (what the scheduler optimises, DESIGN §2);
-  * ``packed`` level — against the budget the SPMD step really runs with: nodes + 1 padding node,
-    edges per time offset (the scan over W needs one edge budget for every offset, so the padded edge
-    work is W × the maximum over devices *and* offsets), pairs, each rounded up to its shape bucket.
-No JAX here: this runs in a second on a laptop for any method.
+    (nodes, edges summed over offsets — the last offset's alone in the ``last`` layout — pairs): the
+    balance the scheduler reached;
+  * ``packed`` level — against the budget the SPMD step really runs with, exactly as the trainer
+    packs it (``padding.py``): the step's need in the run's layout (+1 padding node; edges: W x the
+    largest offset in the ``scan`` layout, the sum over offsets in ``flat``), served by the cheapest
+    of the run's planned budgets that holds it (``parallel.budgets: planned``, planned from every
+    epoch's schedule as in training) or rounded up to the shape buckets (``buckets``).
+No JAX here: this runs in a second on a laptop for any method (DyGNeX-L: its solver time).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
 
 import numpy as np
 
-from .config import Config
+from .config import Config, step_layout
 from .data import datasets
 from .data.node_windows import task_windows
 from .data.windows import WindowSet
-from .graphs import bucket
+from .padding import (
+    Budget,
+    aligned,
+    bucketed,
+    cheapest_holding,
+    device_need,
+    layout_view,
+    padded_cost,
+    padded_work,
+    plan_budgets,
+    step_need,
+)
 from .schedule import Schedule, cost_weights, schedule
 from .schedule.cost import CostModel, default_cost_model
 from .schedule.ilp import require_installed
@@ -34,39 +50,182 @@ from .schedule.metrics import (
 )
 
 
-def packed_budgets(
-    costs: np.ndarray, profile: np.ndarray, sched: Schedule, ratio: float, minimum: int
-) -> np.ndarray:
-    """[S, 3] (nodes, edges summed over offsets, pairs) each device is padded to in every step."""
-    w = profile.shape[1]
-    out = np.zeros((sched.num_steps, 3))
-    for s, step in enumerate(sched.steps):
-        nodes = max(costs[ids, 0].sum() for ids in step) + 1
-        edges = max(profile[ids].sum(axis=0).max(initial=0) for ids in step)
-        pairs = max(costs[ids, 2].sum() for ids in step)
-        out[s] = [
-            bucket(int(nodes), ratio, minimum),
-            w * bucket(max(int(edges), 1), ratio, minimum),
-            bucket(max(int(pairs), 1), ratio, minimum),
+def scheduler_costs(ws, config: Config, layout: str) -> np.ndarray:
+    """The cost vectors the scheduler balances: the columns the layout pays per device — (nodes,
+    edges summed over offsets, pairs) for ``flat``; for ``scan`` the edges of every offset apart
+    (``schedule.time_resolved``), as that layout pads every offset to one budget."""
+    if layout != "scan":
+        return layout_view(ws.costs("train", config.data.neg_mult), ws.edge_profile("train"), layout)[0]
+    return ws.schedule_costs("train", config.data.neg_mult, config.schedule.time_resolved)
+
+
+def window_slots(batch_size: int, n_devices: int) -> int:
+    """The window-slot dimension every training budget has at least: ceil(B / P)."""
+    return -(-batch_size // n_devices)
+
+
+def step_needs(
+    costs: np.ndarray, profile: np.ndarray, sched: Schedule, layout: str, slots: int = 0
+) -> list[Budget]:
+    """The exact budget every step of ``sched`` needs (``padding.step_need`` of its devices' needs),
+    from the windows' costs [K, 3] and edge profiles [K, W]."""
+    out = []
+    for step in sched.steps:
+        needs = [
+            device_need(costs[ids, 0].sum(), profile[ids].sum(axis=0), costs[ids, 2].sum(), len(ids), layout)
+            for ids in step
         ]
+        out.append(step_need(needs, slots))
     return out
 
 
+def compile_price(needs: list[Budget], config: Config, window: int, layout: str, weights) -> float:
+    """A compilation's price in padded-work units: ``parallel.compile_steps`` average steps."""
+    a = config.parallel.budget_align
+    mean = float(np.mean([padded_cost(aligned(b, a), window, layout, weights) for b in needs]))
+    return config.parallel.compile_steps * mean
+
+
+def planned_budgets(needs: list[Budget], config: Config, window: int, layout: str, weights) -> list[Budget]:
+    """The run's training budgets (``parallel.budgets: planned``): ``padding.plan_budgets`` of every
+    planned step's need, at most ``parallel.max_budgets``, a compilation priced by ``compile_price``."""
+    if not needs:
+        return []
+    return plan_budgets(
+        needs,
+        window,
+        layout,
+        weights,
+        compile_price=compile_price(needs, config, window, layout, weights),
+        max_budgets=config.parallel.max_budgets,
+        align=config.parallel.budget_align,
+    )
+
+
+# compose=auto under planned budgets: the compositions tried, in order of preference (more mixing
+# first); a later one is chosen only if its planned cost is lower by more than COMPOSE_MARGIN.
+COMPOSE_CANDIDATES = ("strata", "rows", "sorted")
+COMPOSE_MARGIN = 0.01
+
+
+@dataclasses.dataclass
+class RunPlan:
+    """What a run's training budgets were planned from.
+
+    Fields:
+      compose: the step composition used (``schedule.compose``, resolved when it was auto).
+      schedules: epoch -> the ``Schedule`` of that epoch (the trainer trains these).
+      needs: epoch -> the exact need of every step.
+      budgets: the planned budgets (cheapest first); [] without planning.
+      cost: Σ over the planned steps of the padded cost paid + the compile price x budgets.
+      tried: composition -> its planned cost (compose auto), for the log.
+    """
+
+    compose: str
+    schedules: dict
+    needs: dict
+    budgets: list
+    cost: float
+    tried: dict
+
+
+def plan_run(
+    ws, config: Config, devices: int, layout: str, settings, epochs: list[int], costs=None, profile=None
+) -> RunPlan:
+    """Schedule ``epochs`` with ``settings`` (the ``schedule`` section, maybe re-weighted by a cost
+    model) and plan the run's budgets from their steps (``parallel.budgets: planned``; else no budgets).
+
+    With ``schedule.compose: auto`` and a cost-ordered method, every composition of
+    ``COMPOSE_CANDIDATES`` is planned (DyGNeX-L: its greedy twin's, which has the same steps) and the
+    one whose planned cost — padded work of every step on its budget plus the compilations — is least
+    is kept (the earlier, better-mixing one unless a later one saves more than ``COMPOSE_MARGIN``).
+    Deterministic in the config: every process and a resumed run plan alike."""
+    costs = ws.costs("train", config.data.neg_mult) if costs is None else costs
+    profile = ws.edge_profile("train") if profile is None else profile
+    costs, profile = layout_view(costs, profile, layout)
+    sched_costs = scheduler_costs(ws, config, layout)
+    weights = cost_weights(settings)
+    b, slots = config.train.batch_size, window_slots(config.train.batch_size, devices)
+    planned = config.parallel.budgets == "planned"
+    cost_ordered = settings.method in ("dygnex_g", "dygnex_l")
+
+    def attempt(method: str, compose: str) -> tuple:
+        st = dataclasses.replace(settings, method=method, compose=compose)
+        scheds = {e: schedule(sched_costs, devices, b, st, seed=config.train.seed, epoch=e) for e in epochs}
+        needs = {e: step_needs(costs, profile, scheds[e], layout, slots) for e in epochs}
+        return scheds, needs
+
+    def planned_cost(needs: dict, price: float) -> tuple[list, float]:
+        flat = [n for e in epochs for n in needs[e]]
+        budgets = plan_budgets(
+            flat,
+            ws.window,
+            layout,
+            weights,
+            compile_price=price,
+            max_budgets=config.parallel.max_budgets,
+            align=config.parallel.budget_align,
+        )
+        paid = sum(
+            padded_cost(cheapest_holding(n, budgets, ws.window, layout, weights), ws.window, layout, weights)
+            for n in flat
+        )
+        return budgets, paid + price * len(budgets)
+
+    if not planned or not epochs:
+        compose = settings.compose
+        scheds, needs = attempt(settings.method, compose) if epochs else ({}, {})
+        return RunPlan(compose, scheds, needs, [], 0.0, {})
+    if not (cost_ordered and settings.compose == "auto"):
+        scheds, needs = attempt(settings.method, settings.compose)
+        flat = [n for e in epochs for n in needs[e]]
+        budgets, total = planned_cost(needs, compile_price(flat, config, ws.window, layout, weights))
+        return RunPlan(settings.compose, scheds, needs, budgets, total, {})
+    tried, best = {}, None
+    price = None
+    for compose in COMPOSE_CANDIDATES:
+        scheds, needs = attempt("dygnex_g", compose)
+        if price is None:  # one price for every candidate: the first one's average step
+            price = compile_price([n for e in epochs for n in needs[e]], config, ws.window, layout, weights)
+        budgets, total = planned_cost(needs, price)
+        tried[compose] = total
+        if best is None or total < best[3] * (1.0 - COMPOSE_MARGIN):
+            best = (compose, scheds, needs, total, budgets)
+    compose, scheds, needs, total, budgets = best
+    if settings.method != "dygnex_g":  # DyGNeX-L: the chosen composition, its own placements
+        scheds, needs = attempt(settings.method, compose)
+        budgets, total = planned_cost(needs, price)
+    return RunPlan(compose, scheds, needs, budgets, total, tried)
+
+
+def paid_budget(
+    need: Budget, budgets: list[Budget], config: Config, window: int, layout: str, weights
+) -> Budget:
+    """The budget a step of need ``need`` runs on: the cheapest planned budget holding it, else (no
+    plan, or a step the plan did not foresee) its need rounded up to the shape buckets."""
+    chosen = cheapest_holding(need, budgets, window, layout, weights) if budgets else None
+    if chosen is not None:
+        return chosen
+    return bucketed(need, config.parallel.bucket_ratio, config.parallel.min_bucket)
+
+
 def plan(config: Config, devices: int, ws: WindowSet | None = None, model: CostModel | None = None) -> dict:
-    """Schedule one epoch of the training windows and measure it (no training)."""
+    """Schedule the training windows as the trainer would and measure epoch 1 (no training): with
+    ``parallel.budgets: planned`` every epoch of the run is scheduled and its budgets planned
+    (``plan_run``, as the trainer does before epoch 1), and epoch 1 is packed on them."""
     if config.schedule.method == "dygnex_l":
         require_installed(config.schedule)
     ws = ws if ws is not None else task_windows(datasets.load_dataset(config.data), config.data)
-    costs = ws.costs("train", config.data.neg_mult)
+    layout = step_layout(config)
+    costs = layout_view(ws.costs("train", config.data.neg_mult), ws.edge_profile("train"), layout)[0]
     weights = cost_weights(config.schedule)
-    sched_costs = ws.schedule_costs("train", config.data.neg_mult, config.schedule.time_resolved)
-    sched = schedule(
-        sched_costs, devices, config.train.batch_size, config.schedule, seed=config.train.seed, epoch=1
-    )
+    planned = config.parallel.budgets == "planned"
+    run = plan_run(ws, config, devices, layout, config.schedule, planned_epochs(config) if planned else [1])
+    sched = run.schedules[1]
     loads = step_loads(costs, sched)
-    budgets = packed_budgets(
-        costs, ws.edge_profile("train"), sched, config.parallel.bucket_ratio, config.parallel.min_bucket
-    )
+    paid = [paid_budget(n, run.budgets, config, ws.window, layout, weights) for n in run.needs[1]]
+    padded = np.array([padded_work(p, ws.window, layout) for p in paid])  # [S, 3]
+    exact = np.array([padded_work(n, ws.window, layout) for n in run.needs[1]])
     model = model if model is not None else default_cost_model(ws.window)
     stats = summarize(costs, sched, weights)
     return {
@@ -76,10 +235,17 @@ def plan(config: Config, devices: int, ws: WindowSet | None = None, model: CostM
         "batch_size": config.train.batch_size,
         "windows": int(len(costs)),
         "steps": sched.num_steps,
+        "layout": layout,
+        "compose": run.compose,
+        "compose_tried": run.tried,
         "padding_efficiency": stats["padding_efficiency"],
-        "packed_padding_efficiency": padding_efficiency(loads, weights, budgets),
+        "packed_padding_efficiency": padding_efficiency(loads, weights, padded),
+        "exact_padding_efficiency": padding_efficiency(loads, weights, exact),
+        "budget_policy": config.parallel.budgets,
+        "budgets": [list(p.as_tuple()) for p in (run.budgets or sorted(set(paid)))],
+        "planned_epochs": len(run.schedules),
         "imbalance": stats["imbalance"],
-        "predicted_epoch_seconds": predicted_epoch_seconds(loads, model, ws.window, padded=budgets),
+        "predicted_epoch_seconds": predicted_epoch_seconds(loads, model, ws.window, padded=padded),
         "cost_model": model.source,
         "scheduler_seconds": sched.seconds,
         "fallback": sched.fallback,
@@ -87,13 +253,26 @@ def plan(config: Config, devices: int, ws: WindowSet | None = None, model: CostM
     }
 
 
+def planned_epochs(config: Config) -> list[int]:
+    """The epochs whose schedules a run can know before epoch 1: all of them, or with
+    ``schedule.reschedule_every`` k epochs 1..k (later ones depend on measured step times)."""
+    last = config.train.epochs
+    if config.schedule.reschedule_every:
+        last = min(last, config.schedule.reschedule_every)
+    return list(range(1, last + 1))
+
+
 def print_table(rows: list[dict], stream=sys.stdout) -> None:
-    head = f"{'method':<10} {'P':>4} {'B':>4} {'pad-eff':>8} {'packed':>8} {'imbal':>7} {'pred s':>8} {'sched s':>8}  fallback"
+    head = (
+        f"{'method':<10} {'P':>4} {'B':>4} {'layout':>6} {'pad-eff':>8} {'packed':>8} {'budgets':>7} "
+        f"{'imbal':>7} {'pred s':>8} {'sched s':>8}  fallback"
+    )
     print(head, file=stream)
     for r in rows:
         print(
-            f"{r['method']:<10} {r['devices']:>4} {r['batch_size']:>4} {r['padding_efficiency']:>8.3f} "
-            f"{r['packed_padding_efficiency']:>8.3f} {r['imbalance']:>7.3f} {r['predicted_epoch_seconds']:>8.3f} "
+            f"{r['method']:<10} {r['devices']:>4} {r['batch_size']:>4} {r['layout']:>6} "
+            f"{r['padding_efficiency']:>8.3f} {r['packed_padding_efficiency']:>8.3f} {len(r['budgets']):>7} "
+            f"{r['imbalance']:>7.3f} {r['predicted_epoch_seconds']:>8.3f} "
             f"{r['scheduler_seconds']:>8.3f}  {r['fallback'] or '-'}",
             file=stream,
         )

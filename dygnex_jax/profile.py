@@ -22,7 +22,6 @@ import numpy as np
 from . import parallel
 from .config import Config
 from .errors import UserError
-from .graphs import padded_work
 from .schedule.cost import CostModel, fit, window_features
 from .train import Trainer
 
@@ -40,7 +39,7 @@ def time_step(trainer: Trainer, step: list, repeats: int) -> tuple[np.ndarray, f
         float(stats["loss"])
         if i:
             times.append(time.perf_counter() - start)
-    return padded_work(budget, trainer.windows.window), statistics.median(times)
+    return trainer.padded_work(budget), statistics.median(times)
 
 
 def profile_steps(trainer: Trainer, n_steps: int, seed: int) -> list[list]:
@@ -64,7 +63,7 @@ def run_profile(
     config: Config, out_dir: str | Path, n_steps: int = 24, repeats: int = 3, log=print
 ) -> CostModel:
     # every step on its own bucket: re-using a larger compiled budget would blur the spread of sizes
-    exact = dataclasses.replace(config.parallel, reuse_slack=0.0, compile_steps=0.0)
+    exact = dataclasses.replace(config.parallel, budgets="buckets", reuse_slack=0.0, compile_steps=0.0)
     config = dataclasses.replace(config, parallel=exact)
     trainer = Trainer(config)
     out = Path(out_dir)

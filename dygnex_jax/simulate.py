@@ -6,18 +6,30 @@ coef · features, ``schedule/cost.py``, profiled on real steps), a device count 
 interconnect (``Link``: latency alpha, bandwidth). Every figure is a model; its assumptions:
 
 * **Window-parallel methods** (psg, dygnex_g, dygnex_l): the real scheduler builds the epoch's
-  schedule; a step's compute is the cost model on the padded budget every device runs under SPMD —
-  the per-device maxima of nodes, of edges per time offset (× W: the scan pads every offset to one
-  edge budget) and of pairs, optionally rounded up to the trainer's shape buckets (+1 padding node,
-  as the trainer packs) — times ``slowdown`` (1 on real accelerators; the share of a CPU when fake
-  devices share a host, see ``host_slowdown``). Then one gradient all-reduce per step: a ring,
+  schedule from the columns the run's *layout* pays (``plan.scheduler_costs``: ``flat`` [K, 3],
+  ``scan`` the edges of every offset apart when ``schedule.time_resolved``). A step's compute is the
+  cost model on the padded work every device runs under SPMD, charged exactly as the trainer pays it
+  (``padding.py``, ``plan.py``): the step's exact need (``plan.step_needs``: per-device maxima of
+  nodes + 1 padding node, of pairs, and of edges — the largest offset in ``scan``, the sum over
+  offsets in ``flat``) served by the paid budget of the ``shapes`` policy —
+  ``trained`` (default) the config's ``parallel.budgets``: ``planned`` = the cheapest of the budgets
+  ``plan.planned_budgets`` plans from every step of the planned epochs (the trainer's: 1 ..
+  ``train.epochs``), ``buckets`` = the need rounded up to the shape grid (``plan.paid_budget``);
+  ``buckets`` that grid whatever the config says; ``exact`` the need itself ("exact (no padding to
+  budgets)", a bound no run reaches) — as ``padding.padded_work`` (``scan``: W x the edge budget)
+  times ``slowdown`` (1 on real accelerators; the share of a CPU when fake devices share a host, see
+  ``host_slowdown``). Then one gradient all-reduce per step: a ring,
   ``2 (P-1) alpha + 2 (P-1)/P · bytes / bandwidth`` with the model's parameter bytes.
-  No overlap of communication with compute; host-side packing and data loading are not modelled.
-* **Ideal** step: the step's whole mini-batch as one device would run it (the same packing rule)
-  with its per-unit work divided by P, the per-step and per-snapshot constants once, plus the same
-  all-reduce. ``efficiency = ideal / simulated`` (≤ 1; load balance and padding, the issue's figure);
+  No overlap of communication with compute; host-side packing and data loading are not modelled;
+  neither is the ``buckets`` policy's reuse of a larger compiled budget (``parallel.reuse_slack``):
+  a bucket is charged as itself, as ``plan.paid_budget`` does.
+* **Ideal** step: the step's whole mini-batch as one device would run it in the same layout (its real
+  work, ``padding.padded_work`` of the unpadded whole: no padding node, no budget) with its per-unit
+  work divided by P, the per-step and per-snapshot constants once, plus the same all-reduce.
+  ``efficiency = ideal / simulated`` (≤ 1; load balance and padding, the issue's figure);
   ``parallel_efficiency`` leaves the all-reduce out of the ideal (≤ efficiency; perfect balance gives
-  compute / (compute + all-reduce)).
+  compute / (compute + all-reduce)); ``padding_efficiency`` is the packer's own figure
+  (``padding.efficiency``: Σ w · real work / Σ P x w · paid padded work).
 * **snapshot** (ESDG-style time partition), analytic: S = min(P, W) pipeline stages own W/S
   consecutive time offsets each; G = P // S replicas split the step's windows by count; a replica's
   windows are packed into up to 4·S micro-batches of consecutive windows. A stage's time for a
@@ -44,18 +56,24 @@ from pathlib import Path
 
 import numpy as np
 
-from .config import Config, ModelConfig
+from . import plan as planning
+from .config import Config, ModelConfig, ParallelConfig, TrainConfig, step_layout
 from .errors import UserError
-from .graphs import bucket
-from .schedule import schedule
+from .padding import LAYOUTS, Budget, edge_need, layout_view, padded_work
+from .schedule import cost_weights
 from .schedule.base import check_sizes
 from .schedule.cost import CostModel
-from .schedule.metrics import step_loads
+from .schedule.greedy import resolve_compose
+from .schedule.metrics import padding_efficiency, step_loads
 
 WINDOW_METHODS = ("psg", "dygnex_g", "dygnex_l")
 ANALYTIC_METHODS = ("snapshot", "vertex")
 ALL_METHODS = WINDOW_METHODS + ANALYTIC_METHODS
 MICRO_PER_STAGE = 4  # snapshot model: a replica's windows form up to 4 x stages micro-batches
+# What a window-parallel step is charged: "trained" = the config's parallel.budgets policy (planned
+# budgets or buckets), as the trainer pays; "buckets" = the shape grid; "exact" = the exact need.
+SHAPES = ("trained", "buckets", "exact")
+EXACT_LABEL = "exact (no padding to budgets)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,9 +170,35 @@ class Instance:
         return self.profile.shape[1]
 
     def schedule_costs(self, time_resolved: bool = True) -> np.ndarray:
+        """[K, W + 2] (nodes, edges at every offset, pairs), or ``costs`` when not ``time_resolved``."""
         if not time_resolved:
             return self.costs
         return np.column_stack([self.costs[:, :1], self.profile, self.costs[:, 2:]])
+
+    def scheduler_costs(self, config: Config, layout: str) -> np.ndarray:
+        """What the trainer's scheduler balances in ``layout`` (``plan.scheduler_costs`` itself)."""
+        return planning.scheduler_costs(_TrainWindows(self), config, layout)
+
+
+class _TrainWindows:
+    """The part of a ``WindowSet`` that ``plan.scheduler_costs`` reads, over an ``Instance`` (its windows
+    are a training split whose pair column already counts the negatives)."""
+
+    def __init__(self, inst: Instance):
+        self._inst = inst
+
+    def costs(self, split: str, neg_mult: int | None = None) -> np.ndarray:
+        return self._inst.costs
+
+    def schedule_costs(self, split: str, neg_mult: int | None, time_resolved: bool) -> np.ndarray:
+        return self._inst.schedule_costs(time_resolved)
+
+    def edge_profile(self, split: str) -> np.ndarray:
+        return self._inst.profile
+
+    @property
+    def window(self) -> int:
+        return self._inst.window
 
 
 def instance_from_config(config: Config) -> Instance:
@@ -205,14 +249,28 @@ class Setup:
       link: interconnect for the all-reduce (and the analytic methods' transfers).
       param_bytes: bytes all-reduced per step (float32 gradients).
       model_cfg, num_features: for the analytic methods' state and embedding sizes.
+      schedule_cfg: the ``schedule`` config section (jitter, weights, compose, time limit, ...); its
+        alpha/beta/gamma are also the padded-cost weights the budgets are planned and chosen with.
       batch_per_device: b; the batch size is B = b × P (weak scaling) unless ``batch_size`` is set.
-      bucket_ratio, min_bucket: the trainer's shape buckets (ratio 0: exact shapes, no rounding).
+      shapes: what a window-parallel step is charged (``SHAPES``): "trained" (the config's
+        ``parallel.budgets``, as the trainer pays), "buckets" or "exact". Default: "trained", or
+        "buckets" when the legacy ``bucket_ratio`` is > 0.
+      layout: the packed layout of the window-parallel methods (``config.step_layout``: "flat" or
+        "scan"); snapshot / vertex keep their own analytic models.
+      parallel: the ``parallel`` config section: budgets, max_budgets, compile_steps, budget_align,
+        bucket_ratio, min_bucket.
+      planned_epochs: planned budgets are planned from the steps of epochs 1 .. this (the trainer's
+        horizon: ``train.epochs``, or ``schedule.reschedule_every`` when that is smaller); 0: from the
+        simulated epoch alone. A simulated epoch outside the horizon pays as the trainer does: the
+        cheapest planned budget holding a step, else its bucket.
+      bucket_ratio, min_bucket: legacy (before ``shapes``): a ratio > 0 sets the shape grid
+        (``parallel.bucket_ratio`` / ``min_bucket``) and makes "buckets" the default ``shapes``.
       host_cores: > 0 when all devices are fake devices sharing this many CPU cores.
       slowdown: > 0 replaces ``host_slowdown`` by a measured factor (device speed at this P relative
         to the cost model's profiling run; ``tools/validate_simulator.py`` calibrates it).
-      schedule_cfg: the ``schedule`` config section (jitter, weights, time limit, ...).
-      seed, epoch: the schedule's randomness.
-      ilp_budget: dygnex_l runs when steps × time limit ≤ this many seconds, else it is skipped.
+      seed, epoch: the schedule's randomness; ``epoch`` is the simulated epoch.
+      ilp_budget: dygnex_l runs when its scheduled steps × time limit ≤ this many seconds, else it is
+        skipped.
     """
 
     model: CostModel
@@ -223,6 +281,10 @@ class Setup:
     schedule_cfg: object
     batch_per_device: int = 4
     batch_size: int = 0
+    shapes: str | None = None
+    layout: str = "scan"
+    parallel: ParallelConfig = dataclasses.field(default_factory=ParallelConfig)
+    planned_epochs: int = 0
     bucket_ratio: float = 0.0
     min_bucket: int = 1
     host_cores: int = 0
@@ -231,67 +293,156 @@ class Setup:
     epoch: int = 1
     ilp_budget: float = 60.0
 
+    def __post_init__(self) -> None:
+        if self.bucket_ratio > 0:
+            self.parallel = dataclasses.replace(
+                self.parallel, bucket_ratio=self.bucket_ratio, min_bucket=self.min_bucket
+            )
+        if self.shapes is None:
+            self.shapes = "buckets" if self.bucket_ratio > 0 else "trained"
+        if self.shapes not in SHAPES:
+            raise UserError(f"shapes must be one of {', '.join(SHAPES)}, got {self.shapes!r}")
+        if self.layout not in LAYOUTS:
+            raise UserError(f"layout must be one of {', '.join(LAYOUTS)}, got {self.layout!r}")
+        if self.parallel.budgets not in ("planned", "buckets"):
+            raise UserError(f"parallel.budgets must be planned or buckets, got {self.parallel.budgets!r}")
+        if self.planned_epochs < 0 or self.epoch < 1:
+            raise UserError("planned epochs must be >= 0 and the simulated epoch >= 1")
+
     def batch(self, p: int) -> int:
         return self.batch_size or self.batch_per_device * p
 
+    @property
+    def policy(self) -> str:
+        """The budget policy charged: "planned", "buckets" or "exact"."""
+        return self.parallel.budgets if self.shapes == "trained" else self.shapes
 
-def _padded(loads_nodes, loads_edges_tau, loads_pairs, window, ratio, minimum, pad_node):
-    """(nodes, edges summed over offsets, pairs) of the padded budget from per-device maxima."""
-    nodes = loads_nodes + (1 if pad_node else 0)
-    edges = loads_edges_tau
-    pairs = loads_pairs
-    if ratio > 0:
-        nodes = bucket(int(nodes), ratio, minimum)
-        edges = bucket(max(int(edges), 1), ratio, minimum)
-        pairs = bucket(max(int(pairs), 1), ratio, minimum)
-    return np.array([nodes, window * edges, pairs], np.float64)
+    def plan_epochs(self) -> list[int]:
+        """The epochs whose steps the planned budgets are planned from."""
+        return list(range(1, self.planned_epochs + 1)) if self.planned_epochs else [self.epoch]
+
+    def describe_shapes(self) -> str:
+        """The shapes policy in words (every result row and the command's header state it)."""
+        if self.policy == "exact":
+            return EXACT_LABEL
+        p = self.parallel
+        prefix = "trained: " if self.shapes == "trained" else ""
+        grid = f"ratio {p.bucket_ratio:g}, min {p.min_bucket}"
+        if self.policy == "buckets":
+            return f"{prefix}buckets ({grid})"
+        e = self.plan_epochs()
+        when = f"epochs 1..{e[-1]}" if self.planned_epochs else f"epoch {e[0]} alone"
+        return (
+            f"{prefix}planned budgets (at most {p.max_budgets}, a compilation priced at "
+            f"{p.compile_steps:g} steps, aligned to {p.budget_align}, planned from {when}; "
+            f"unforeseen steps: buckets {grid})"
+        )
 
 
 def _fixed_and_unit(model: CostModel, window: int) -> tuple[float, np.ndarray]:
-    """(seconds per step independent of size, [3] seconds per node / edge / pair)."""
+    """(seconds per step independent of size, [3] seconds per node / edge / pair of padded work)."""
     c = model.coef
     return float(c[3] * window + c[4]), np.array([c[0] * window, c[1], c[2]])
 
 
-def simulate_window_method(inst: Instance, method: str, p: int, setup: Setup) -> dict:
-    """Schedule one epoch with the real scheduler and time every step (module docstring)."""
+def layout_work(costs: np.ndarray, profile: np.ndarray, ids, window: int, layout: str) -> np.ndarray:
+    """[3] real work of windows ``ids`` run as one device's batch in ``layout``: ``padding.padded_work``
+    of their unpadded total (nodes, the layout's edge need, pairs; no padding node)."""
+    ids = np.asarray(ids, np.int64)
+    whole = Budget(
+        int(costs[ids, 0].sum()), edge_need(profile[ids].sum(axis=0), layout), int(costs[ids, 2].sum()), 1
+    )
+    return padded_work(whole, window, layout)
+
+
+def charged_budgets(inst: Instance, method: str, p: int, setup: Setup) -> dict:
+    """The simulated epoch's schedule and, per step, the exact need and the budget paid under
+    ``setup``'s shapes policy, as the trainer computes them (``plan.py``).
+
+    Returns a dict: ``schedule`` (the simulated epoch's), ``needs`` and ``paid`` ([S] Budgets),
+    ``budgets`` (the planned budgets, [] unless planned), ``overflow`` (steps no planned budget held:
+    paid at their bucket), ``weights`` ([3] padded-cost weights), ``scheduled_epochs``,
+    ``scheduler_seconds`` (all schedules computed).
+    """
     b = setup.batch(p)
     check_sizes(len(inst.costs), p, b)
     settings = dataclasses.replace(setup.schedule_cfg, method=method)
-    sched = schedule(
-        inst.schedule_costs(settings.time_resolved), p, b, settings, seed=setup.seed, epoch=setup.epoch
+    # the sections plan.py reads (the batch size and seed of this simulation)
+    config = Config(
+        schedule=settings, parallel=setup.parallel, train=TrainConfig(batch_size=b, seed=setup.seed)
     )
-    w = inst.window
-    loads = step_loads(inst.costs, sched)  # [S, P, 3]
+    layout, w = setup.layout, inst.window
+    weights = cost_weights(settings)
+    planned = setup.policy == "planned"
+    # the trainer's plan (compose auto resolved by planned cost, budgets from the horizon's steps); exact
+    # shapes keep the trained schedule and pay each step's need; buckets: the simulated epoch alone
+    plans = planned or (setup.policy == "exact" and setup.parallel.budgets == "planned")
+    horizon = setup.plan_epochs() if plans else []
+    run = planning.plan_run(
+        _TrainWindows(inst),
+        dataclasses.replace(
+            config, parallel=dataclasses.replace(setup.parallel, budgets="planned" if plans else "buckets")
+        ),
+        p,
+        layout,
+        settings,
+        sorted({*horizon, setup.epoch}),
+    )
+    scheds, needs, budgets = run.schedules, run.needs, run.budgets
+    mine = needs[setup.epoch]
+    if setup.policy == "exact":
+        paid = list(mine)
+    else:  # planned: the cheapest planned budget holding the need, else its bucket; buckets: the bucket
+        paid = [planning.paid_budget(n, budgets if planned else [], config, w, layout, weights) for n in mine]
+    return {
+        "schedule": scheds[setup.epoch],
+        "compose": resolve_compose(run.compose, b, p),
+        "needs": mine,
+        "paid": paid,
+        "budgets": budgets if planned else [],
+        "overflow": sum(not any(x.holds(n) for x in budgets) for n in mine) if planned else 0,
+        "weights": weights,
+        "scheduled_epochs": len(scheds),
+        "scheduler_seconds": float(sum(s.seconds for s in scheds.values())),
+    }
+
+
+def simulate_window_method(inst: Instance, method: str, p: int, setup: Setup) -> dict:
+    """Schedule with the real scheduler and time every step of the simulated epoch on the budget the
+    trainer would pay (module docstring)."""
+    b = setup.batch(p)
+    inst = Instance(inst.name, *layout_view(inst.costs, inst.profile, setup.layout))  # the layout's work
+    got = charged_budgets(inst, method, p, setup)
+    sched, layout, w = got["schedule"], setup.layout, inst.window
     fixed, unit = _fixed_and_unit(setup.model, w)
-    pad_node = setup.bucket_ratio > 0
     slow = setup.slowdown or host_slowdown(p, setup.host_cores)
     allreduce = ring_allreduce_seconds(setup.param_bytes, p, setup.link)
-    compute, ideal = [], []
-    for s, step in enumerate(sched.steps):
-        edges_tau = max(inst.profile[ids].sum(axis=0).max(initial=0) for ids in step)
-        budget = _padded(
-            loads[s, :, 0].max(),
-            edges_tau,
-            loads[s, :, 2].max(),
-            w,
-            setup.bucket_ratio,
-            setup.min_bucket,
-            pad_node,
-        )
-        compute.append(slow * (fixed + budget @ unit))
-        every = np.concatenate(step)
-        whole = np.array(
-            [
-                inst.costs[every, 0].sum(),
-                w * inst.profile[every].sum(axis=0).max(),
-                inst.costs[every, 2].sum(),
-            ]
-        )
-        ideal.append(slow * (fixed + whole @ unit / p))
-    return _figures(
-        method, p, b, np.array(compute), np.array(ideal), allreduce, sched.seconds, sched.fallback
+    padded = np.array([padded_work(x, w, layout) for x in got["paid"]])  # [S, 3] per device
+    compute = slow * (fixed + padded @ unit)
+    whole = np.array(
+        [layout_work(inst.costs, inst.profile, np.concatenate(st), w, layout) for st in sched.steps]
     )
+    ideal = slow * (fixed + whole @ unit / p)
+    loads = step_loads(inst.costs, sched)  # [S, P, 3] real work of every device
+    row = _figures(method, p, b, compute, ideal, allreduce, got["scheduler_seconds"], sched.fallback)
+    row.update(
+        {
+            "shapes": setup.shapes,
+            "budget_policy": setup.policy,
+            "shapes_label": setup.describe_shapes(),
+            "layout": layout,
+            "compose": got["compose"] if method != "psg" else "shuffle",
+            # the packer's figure (padding.efficiency) on the paid budgets, and the scheduler's balance
+            # alone (against the per-step maxima of the real loads)
+            "padding_efficiency": padding_efficiency(loads, got["weights"], padded),
+            "balance_efficiency": padding_efficiency(loads, got["weights"]),
+            "budgets": [list(x.as_tuple()) for x in (got["budgets"] or sorted(set(got["paid"])))],
+            "overflow_steps": got["overflow"],
+            "scheduled_epochs": got["scheduled_epochs"],
+            "epoch_scheduler_seconds": sched.seconds,
+        }
+    )
+    return row
 
 
 def simulate_snapshot(inst: Instance, p: int, setup: Setup) -> dict:
@@ -339,7 +490,8 @@ def simulate_snapshot(inst: Instance, p: int, setup: Setup) -> dict:
             [inst.costs[ids, 0].sum(), w * inst.profile[ids].sum(axis=0).max(), inst.costs[ids, 2].sum()]
         )
         ideal.append(slow * (fixed_unit[0] + whole @ fixed_unit[1] / p))
-    return _figures("snapshot", p, b, np.array(compute), np.array(ideal), allreduce, 0.0, None)
+    row = _figures("snapshot", p, b, np.array(compute), np.array(ideal), allreduce, 0.0, None)
+    return {**row, **_analytic_labels()}
 
 
 def simulate_vertex(inst: Instance, p: int, setup: Setup) -> dict:
@@ -361,7 +513,14 @@ def simulate_vertex(inst: Instance, p: int, setup: Setup) -> dict:
         gather = ring_allgather_seconds(4.0 * whole[0] * hidden, p, setup.link)
         compute.append(work + 2 * w * layers * gather)
         ideal.append(work)
-    return _figures("vertex", p, b, np.array(compute), np.array(ideal), allreduce, 0.0, None)
+    row = _figures("vertex", p, b, np.array(compute), np.array(ideal), allreduce, 0.0, None)
+    return {**row, **_analytic_labels()}
+
+
+def _analytic_labels() -> dict:
+    """snapshot / vertex rows: their own analytic models, in the scan layout, charged no budgets."""
+    label = "analytic (unpadded partition model)"
+    return {"shapes": "analytic", "budget_policy": "analytic", "shapes_label": label, "layout": "scan"}
 
 
 def _figures(method, p, b, compute, ideal, allreduce, sched_seconds, fallback) -> dict:
@@ -395,13 +554,19 @@ def simulate(inst: Instance, method: str, p: int, setup: Setup) -> dict:
         return simulate_vertex(inst, p, setup)
     if method == "dygnex_l":
         steps = math.ceil(len(inst.costs) / setup.batch(p))
+        epochs = len({*setup.plan_epochs(), setup.epoch}) if setup.policy == "planned" else 1
         limit = float(setup.schedule_cfg.time_limit)
-        if steps * limit > setup.ilp_budget:
+        if epochs * steps * limit > setup.ilp_budget:
+            scheduled = f"{epochs} epochs x {steps} steps" if epochs > 1 else f"{steps} steps"
             return {
                 "method": method,
                 "devices": p,
                 "batch_size": setup.batch(p),
-                "skipped": f"{steps} steps x {limit:g} s time limit > {setup.ilp_budget:g} s",
+                "shapes": setup.shapes,
+                "budget_policy": setup.policy,
+                "shapes_label": setup.describe_shapes(),
+                "layout": setup.layout,
+                "skipped": f"{scheduled} x {limit:g} s time limit > {setup.ilp_budget:g} s",
             }
     return simulate_window_method(inst, method, p, setup)
 
@@ -423,22 +588,24 @@ def sweep(inst: Instance, methods, devices, setup: Setup, log=None) -> list[dict
 
 
 def print_table(rows: list[dict], stream=sys.stdout) -> None:
+    """One line per row; ``shapes`` is the budget policy charged (planned / buckets / exact, or the
+    analytic models' own), ``pad-eff`` the packer's padding efficiency on the paid budgets."""
     print(
-        f"{'method':<10} {'P':>5} {'B':>6} {'steps':>5} {'step ms':>9} {'epoch s':>9} {'allred ms':>9} "
-        f"{'eff':>6} {'par-eff':>7}",
+        f"{'method':<10} {'P':>5} {'B':>6} {'layout':>6} {'shapes':>8} {'steps':>5} {'step ms':>9} "
+        f"{'epoch s':>9} {'allred ms':>9} {'eff':>6} {'par-eff':>7} {'pad-eff':>7}",
         file=stream,
     )
     for r in rows:
+        head = f"{r['method']:<10} {r['devices']:>5} {r['batch_size']:>6} {r.get('layout', '-'):>6} "
+        head += f"{r.get('budget_policy', '-'):>8}"
         if "skipped" in r:
-            print(
-                f"{r['method']:<10} {r['devices']:>5} {r['batch_size']:>6}  skipped: {r['skipped']}",
-                file=stream,
-            )
+            print(f"{head}  skipped: {r['skipped']}", file=stream)
             continue
+        pad = r.get("padding_efficiency")
         print(
-            f"{r['method']:<10} {r['devices']:>5} {r['batch_size']:>6} {r['steps']:>5} "
-            f"{1e3 * r['mean_step_seconds']:>9.2f} {r['epoch_seconds']:>9.3f} "
-            f"{1e3 * r['allreduce_seconds_per_step']:>9.3f} {r['efficiency']:>6.3f} {r['parallel_efficiency']:>7.3f}",
+            f"{head} {r['steps']:>5} {1e3 * r['mean_step_seconds']:>9.2f} {r['epoch_seconds']:>9.3f} "
+            f"{1e3 * r['allreduce_seconds_per_step']:>9.3f} {r['efficiency']:>6.3f} {r['parallel_efficiency']:>7.3f} "
+            f"{'-' if pad is None else f'{pad:.3f}':>7}",
             file=stream,
         )
 
@@ -508,6 +675,23 @@ def resolve_link(name: str, alpha: float | None = None, bandwidth: float | None 
     return link
 
 
+def window_layout(config: Config) -> str:
+    """The packed layout of the window-parallel methods under ``config``'s model (``step_layout``)."""
+    method = config.schedule.method if config.schedule.method in WINDOW_METHODS else WINDOW_METHODS[0]
+    return step_layout(
+        dataclasses.replace(config, schedule=dataclasses.replace(config.schedule, method=method))
+    )
+
+
+def trainer_plan_epochs(config: Config) -> int:
+    """The epochs the trainer plans its budgets from: ``train.epochs``, or ``schedule.reschedule_every``
+    when smaller (later schedules depend on measured times)."""
+    last = config.train.epochs
+    if config.schedule.reschedule_every:
+        last = min(last, config.schedule.reschedule_every)
+    return last
+
+
 def run(
     config: Config,
     devices: list[int],
@@ -518,6 +702,8 @@ def run(
     windows: int = 0,
     batch_per_device: int = 4,
     batch_size: int = 0,
+    shapes: str = "trained",
+    plan_epochs: int | None = None,
     buckets: bool = False,
     param_bytes: float = 0.0,
     host_cores: int = 0,
@@ -525,12 +711,24 @@ def run(
     instance: str | None = None,
     log=None,
 ) -> dict:
-    """The ``simulate`` command: load (and scale up) the windows, sweep methods × devices."""
+    """The ``simulate`` command: load (and scale up) the windows, sweep methods × devices.
+
+    ``shapes``: "trained" (the config's ``parallel.budgets``), "buckets" or "exact" (``SHAPES``);
+    ``buckets=True`` is the older spelling of ``shapes="buckets"``. ``plan_epochs``: the planned
+    budgets' horizon (default: the trainer's, ``trainer_plan_epochs``; 0: the simulated epoch alone).
+    """
     bad = [m for m in methods if m not in ALL_METHODS]
     if bad:
         raise UserError(f"unknown method(s) {', '.join(bad)}: choose from {', '.join(ALL_METHODS)}")
     if batch_per_device < 1 or batch_size < 0 or windows < 0:
         raise UserError("--batch-per-device must be >= 1, --batch-size and --windows >= 0")
+    if shapes not in SHAPES:
+        raise UserError(f"unknown --shapes {shapes!r}: choose one of {', '.join(SHAPES)}")
+    if buckets and shapes not in ("trained", "buckets"):
+        raise UserError(f"--buckets is --shapes buckets: it contradicts --shapes {shapes}")
+    shapes = "buckets" if buckets else shapes
+    if plan_epochs is not None and plan_epochs < 0:
+        raise UserError(f"--plan-epochs must be >= 0, got {plan_epochs}")
     from .schedule.cost import default_cost_model
 
     base = cached_instance(config, instance)
@@ -560,8 +758,10 @@ def run(
         schedule_cfg=sched_cfg,
         batch_per_device=batch_per_device,
         batch_size=batch_size,
-        bucket_ratio=config.parallel.bucket_ratio if buckets else 0.0,
-        min_bucket=config.parallel.min_bucket,
+        shapes=shapes,
+        layout=window_layout(config),
+        parallel=config.parallel,
+        planned_epochs=trainer_plan_epochs(config) if plan_epochs is None else plan_epochs,
         host_cores=host_cores,
         seed=config.train.seed,
         ilp_budget=ilp_budget,
@@ -576,9 +776,10 @@ def run(
         "param_bytes": pbytes,
         "cost_model": model.to_dict(),
         "batch": f"B = {batch_size}" if batch_size else f"B = {batch_per_device} x P",
-        "shapes": f"buckets (ratio {config.parallel.bucket_ratio})"
-        if buckets
-        else "exact (no bucket rounding)",
+        "shapes": setup.describe_shapes(),
+        "budget_policy": setup.policy,
+        "layout": setup.layout,
+        "planned_epochs": setup.planned_epochs,
         "host_cores": host_cores,
         "rows": rows,
     }

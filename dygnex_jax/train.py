@@ -28,9 +28,19 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from . import checkpoint, distributed, parallel, partition
+from . import checkpoint, compile_cache, distributed, parallel, partition
+from . import plan as planning
 from .comm import collective_bytes
-from .config import TASK_METRICS, Config, TrainConfig, dump_config, selection_metric, to_dict
+from .config import (
+    TASK_METRICS,
+    WINDOW_METHODS,
+    Config,
+    TrainConfig,
+    dump_config,
+    selection_metric,
+    step_layout,
+    to_dict,
+)
 from .data import datasets as _datasets
 from .data.node_windows import task_windows
 from .errors import UserError
@@ -39,15 +49,16 @@ from .graphs import (
     Budget,
     DeviceWork,
     bucket,
+    exact_need,
     node_offsets,
     pack_device,
     pack_node_device,
-    padded_work,
     real_work,
     stack_devices,
-    step_budget,
 )
 from .models import LinkPredictor, create_model, dense_pair_scores
+from .padding import bucketed, cheapest_holding, layout_view
+from .padding import padded_work as layout_padded_work
 from .schedule import available_methods, cost_weights, schedule
 from .schedule.base import check_sizes
 from .schedule.cost import CostModel, default_cost_model, fit, window_features
@@ -111,6 +122,7 @@ class Trainer:
     def __init__(self, config: Config, *, graph=None, mesh=None):
         self.config = config
         c = config
+        compile_cache.enable(c.parallel.compile_cache)  # before the first compilation
         if c.schedule.method not in available_methods():
             raise UserError(
                 f"unknown schedule.method {c.schedule.method!r}: choose one of {', '.join(available_methods())}"
@@ -121,8 +133,12 @@ class Trainer:
         self.graph = graph if graph is not None else _datasets.load_dataset(c.data)
         self.task = c.data.task
         self.windows = task_windows(self.graph, c.data)
-        self.train_costs = self.windows.costs("train", c.data.neg_mult)
-        self.schedule_costs = self.windows.schedule_costs("train", c.data.neg_mult, c.schedule.time_resolved)
+        self.layout = step_layout(c)  # the packed edge layout (padding.py): flat or scan
+        # the training windows' real work as the layout runs it (``padding.layout_view``)
+        self.train_costs = layout_view(
+            self.windows.costs("train", c.data.neg_mult), self.windows.edge_profile("train"), self.layout
+        )[0]
+        self.schedule_costs = planning.scheduler_costs(self.windows, c, self.layout)
         # --- mesh -------------------------------------------------------------------------------
         self.mesh = mesh if mesh is not None else parallel.make_mesh(c.parallel.devices)
         self.n_devices = self.mesh.size
@@ -139,6 +155,16 @@ class Trainer:
             self.settings = c.schedule
         self._budgets: set[Budget] = set()  # train budgets used so far (compiled)
         self._rent: dict[Budget, float] = {}  # bucket -> extra padded cost run on larger budgets so far
+        # parallel.budgets=planned: the run's training budgets, planned from every epoch's schedule
+        # before epoch 1 (``plan_budgets``), their compiled steps and the schedules computed for it
+        self.planned: list[Budget] | None = None
+        self.compose = ""  # schedule.compose=auto: the composition the plan chose
+        self.plan_note = ""  # one line on the plan, for the log
+        self._schedules: dict[int, object] = {}
+        self._executables: dict[Budget, object] = {}
+        self.compile_seconds_ahead = 0.0  # ahead-of-time compilation of the planned budgets
+        self.compile_seconds = 0.0  # all training-step compilation: ahead of time, and on demand
+        self.overflow_steps = 0  # training steps no planned budget held (bucketed instead)
         self.step_log: list[tuple[np.ndarray, float]] = []  # (padded work, seconds) of compiled steps
         example = self.pack([[0]], "train", epoch=0, rows=[0])[0]
         self._budgets.clear()  # the init example is not a training step (nothing was compiled to rent)
@@ -187,6 +213,79 @@ class Trainer:
     def weights(self) -> np.ndarray:
         return cost_weights(self.settings)
 
+    def padded_work(self, budget: Budget) -> np.ndarray:
+        """[3] (nodes, edges summed over offsets, pairs) one device runs under ``budget`` in this run's
+        layout (``padding.padded_work``)."""
+        return layout_padded_work(budget, self.windows.window, self.layout)
+
+    def padded_cost(self, budget: Budget) -> float:
+        return float(self.padded_work(budget) @ self.weights)
+
+    # --- budgets planned per run ------------------------------------------------------------------
+
+    @property
+    def plans_budgets(self) -> bool:
+        return self.config.parallel.budgets == "planned" and self.method in WINDOW_METHODS
+
+    def plan_budgets(self, log=None) -> list[Budget]:
+        """Schedule every epoch the run can foresee (all of them; with ``schedule.reschedule_every`` k,
+        epochs 1..k, as later ones depend on measured times) and plan the training budgets that hold
+        every step (``plan.planned_budgets``). The schedules are kept for training. Deterministic in the
+        config: a resumed run plans the same budgets as the run it continues. Idempotent."""
+        if self.planned is not None:
+            return self.planned
+        if not self.plans_budgets:
+            self.planned = []
+            return self.planned
+        start = time.perf_counter()
+        run = planning.plan_run(
+            self.windows,
+            self.config,
+            self.n_devices,
+            self.layout,
+            self.settings,
+            planning.planned_epochs(self.config),
+            self.train_costs,
+        )
+        self.compose = run.compose
+        self._schedules.update(run.schedules)
+        self.planned = run.budgets
+        tried = ", ".join(f"{k} {v:.3g}" for k, v in run.tried.items())
+        self.plan_note = (
+            f"planned {len(self.planned)} training budget(s) for "
+            f"{sum(len(n) for n in run.needs.values())} steps of epochs 1..{len(run.schedules)} "
+            f"({self.layout} layout, compose {run.compose}"
+            + (f"; planned cost by composition: {tried}" if tried else "")
+            + f"; {time.perf_counter() - start:.1f} s)"
+        )
+        if log:
+            log(self.plan_note)
+        return self.planned
+
+    def compile_planned(self, log=None) -> float:
+        """Compile the train step for every planned budget ahead of the first step (one line per
+        compilation to ``log``). Returns the seconds spent; they are not step time."""
+        todo = [b for b in self.plan_budgets(log) if b not in self._executables]
+        start = time.perf_counter()
+        for i, budget in enumerate(todo):
+            t0 = time.perf_counter()
+            empty = [DeviceWork([], [], []) for _ in self.local_rows]
+            host = self.pack_budget(empty, budget, "train", 0)
+            self._executables[budget] = parallel.compile_step(
+                self.train_step, self.params, self.opt_state, self.mesh, host
+            )
+            self._budgets.add(budget)
+            if log:
+                log(
+                    f"compiled training step {i + 1}/{len(todo)} (budget nodes {budget.nodes}, edges "
+                    f"{budget.edges}, pairs {budget.pairs}, windows {budget.windows}) in "
+                    f"{time.perf_counter() - t0:.1f} s"
+                )
+        seconds = time.perf_counter() - start
+        self.compile_seconds_ahead += seconds
+        self.compile_seconds += seconds
+        return seconds
+
     def refit_cost_model(self) -> CostModel | None:
         """Fit the cost model on the step times measured so far (compiling steps excluded)."""
         if len(self.step_log) < 5:
@@ -197,6 +296,7 @@ class Trainer:
             window_features(work, self.windows.window), seconds, window=self.windows.window, source="refit"
         )
         self.set_cost_model(model)
+        self._schedules.clear()  # planned with the old weights: later epochs are scheduled anew
         return model
 
     # --- packing ------------------------------------------------------------------------------
@@ -224,7 +324,7 @@ class Trainer:
         and the bucket is compiled once that sum would pass ``compile_steps`` steps of the larger budget,
         so no bucket costs more than twice the cheaper of always compiling and always renting); else
         itself (a new compilation). Deterministic in the steps so far: every process chooses alike."""
-        cost = lambda b: float(padded_work(b, self.windows.window) @ self.weights)  # noqa: E731
+        cost = self.padded_cost
         if budget in self._budgets:
             return budget
         fits = [
@@ -261,19 +361,34 @@ class Trainer:
         work = [self.device_work(split_ids[np.asarray(ids, np.int64)], split, epoch) for ids in step]
         work += [DeviceWork([], [], []) for _ in range(groups - len(work))]
         per_step = self.config.train.batch_size if split == "train" else self._eval_per_step()
-        slots = -(-per_step // groups)
-        budget = step_budget(work, self.config.parallel.bucket_ratio, self.config.parallel.min_bucket, slots)
-        if split == "train":
-            budget = self.reuse_budget(budget)
-        cw = self.config.train.class_weights
+        need = exact_need(work, -(-per_step // groups), self.layout)
+        p = self.config.parallel
+        budget = self.train_budget(need) if split == "train" else bucketed(need, p.bucket_ratio, p.min_bucket)
         if rows is None:
             rows = self.local_rows if groups == self.n_devices else range(groups)
+        return self.pack_budget([work[r] for r in rows], budget, split, epoch), work, budget
+
+    def train_budget(self, need: Budget) -> Budget:
+        """The budget a training step of exact need ``need`` runs on: the cheapest planned budget that
+        holds it; else (``parallel.budgets: buckets``, the partitioned baselines, or a step the plan
+        did not foresee) its bucket, or a compiled larger one (``reuse_budget``)."""
+        if self.planned:
+            chosen = cheapest_holding(need, self.planned, self.windows.window, self.layout, self.weights)
+            if chosen is not None:
+                self._budgets.add(chosen)
+                return chosen
+            self.overflow_steps += 1
+        p = self.config.parallel
+        return self.reuse_budget(bucketed(need, p.bucket_ratio, p.min_bucket))
+
+    def pack_budget(self, work: list[DeviceWork], budget: Budget, split: str, epoch: int) -> dict:
+        """Host batch [len(work), ...] of these devices' work under ``budget`` in the run's layout."""
+        w, layout = self.windows.window, self.layout
         if self.task == "node_reg":
             nf = self.windows.num_features
-            batch = stack_devices([pack_node_device(work[p], budget, self.windows.window, nf) for p in rows])
-        else:
-            batch = stack_devices([pack_device(work[p], budget, self.windows.window, cw) for p in rows])
-        return batch, work, budget
+            return stack_devices([pack_node_device(d, budget, w, nf, layout) for d in work])
+        cw = self.config.train.class_weights
+        return stack_devices([pack_device(d, budget, w, cw, layout) for d in work])
 
     def pack_train(self, step: list, epoch: int):
         """A training step of the run's method -> (host batch [P, ...], budget, real loads [P] of the
@@ -293,8 +408,8 @@ class Trainer:
             batch = partition.pipeline_batch(micro, w, self.n_devices)
             t = batch["feat"].shape[2]
             ticks = m + self.n_devices - 1
-            padded = self.n_devices * ticks * float(padded_work(budget, w) @ self.weights) * t / w
-            real = [float(real_work(d) @ self.weights) for d in work]
+            padded = self.n_devices * ticks * self.padded_cost(budget) * t / w
+            real = [float(real_work(d, self.layout) @ self.weights) for d in work]
             loads = [sum(real) / self.n_devices] * self.n_devices  # every device works on every window
             return self._local(batch), budget, loads, padded
         if self.method == "vertex":
@@ -308,11 +423,11 @@ class Trainer:
                 self._local(batch),
                 budget,
                 loads,
-                self.n_devices * float(padded_work(budget, w) @ self.weights),
+                self.n_devices * self.padded_cost(budget),
             )
         batch, work, budget = self.pack(step, "train", epoch)
-        loads = [float(real_work(d) @ self.weights) for d in work]
-        return batch, budget, loads, self.n_devices * float(padded_work(budget, w) @ self.weights)
+        loads = [float(real_work(d, self.layout) @ self.weights) for d in work]
+        return batch, budget, loads, self.n_devices * self.padded_cost(budget)
 
     def _local(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """This process's rows of a batch built for all P devices (every process builds the same)."""
@@ -334,13 +449,19 @@ class Trainer:
     # --- training -----------------------------------------------------------------------------
 
     def epoch_schedule(self, epoch: int):
-        """The scheduler's assignment of the training windows to steps and devices for ``epoch``."""
+        """The scheduler's assignment of the training windows to steps and devices for ``epoch`` (the one
+        computed when the budgets were planned, if any)."""
+        if epoch in self._schedules:
+            return self._schedules.pop(epoch)
         c = self.config
+        settings = self.settings
+        if self.compose and settings.compose == "auto":  # the composition the plan chose
+            settings = dataclasses.replace(settings, compose=self.compose)
         return schedule(
             self.schedule_costs,
             self.n_devices,
             c.train.batch_size,
-            self.settings,
+            settings,
             seed=c.train.seed,
             epoch=epoch,
         )
@@ -373,6 +494,7 @@ class Trainer:
     def train_epoch(self, epoch: int, progress=None, sched=None) -> dict:
         """One training epoch; ``sched``: ``epoch_schedule(epoch)`` when the caller already has it."""
         c = self.config
+        self.plan_budgets()
         sched = sched if sched is not None else self.epoch_schedule(epoch)
         start, start_cpu = time.perf_counter(), time.process_time()
         loss_sum = weight_sum = 0.0
@@ -389,14 +511,17 @@ class Trainer:
             for k in comm:
                 comm[k] += step_comm[k]
             compiled = len(self.train_step.traces)
+            step_fn = self._executables.get(budget, self.train_step)  # compiled ahead, or jit on demand
             step_start, step_cpu = time.perf_counter(), time.process_time()
-            self.params, self.opt_state, stats = self.train_step(self.params, self.opt_state, placed)
+            self.params, self.opt_state, stats = step_fn(self.params, self.opt_state, placed)
             loss, weight = float(stats["loss"]), float(stats["weight"])
             step_seconds = time.perf_counter() - step_start
             step_cpu = time.process_time() - step_cpu  # all of this process's threads
-            pw = padded_work(budget, self.windows.window)
+            pw = self.padded_work(budget)
             if len(self.train_step.traces) == compiled:  # compile time is no step time
                 self.step_log.append((pw, step_seconds))
+            else:
+                self.compile_seconds += step_seconds  # compiled on demand: counted as compilation
             step_predicted = float(self.cost_model.predict_costs(pw[None], self.windows.window)[0])
             predicted += step_predicted
             finite = bool(stats["finite"])  # if not, the step left params and optimiser state alone
@@ -615,6 +740,7 @@ def train_and_evaluate(
     main = distributed.is_main_process()
     progress = Progress(stream, quiet=not main)
     trainer = Trainer(config)
+    trainer.plan_budgets()  # before a resume restores re-fitted weights: the same plan
     out = Path(out_dir) if out_dir is not None else default_out_dir(config)
     history, first = [], 1
     if resume:
@@ -633,6 +759,11 @@ def train_and_evaluate(
         f"{trainer.n_devices} devices, model {config.model.name}, schedule {config.schedule.method}, "
         f"task {config.data.task}, eval candidates {trainer.candidate_mode}"
     )
+    for done in range(1, first):  # schedules planned for epochs a resumed run has already trained
+        trainer._schedules.pop(done, None)
+    if trainer.plan_note:
+        progress.line(trainer.plan_note)
+    trainer.compile_planned(progress.line)
     metrics_file = (out / "metrics.jsonl").open("a") if main else open(os.devnull, "w")
     steps_file = (out / "steps.jsonl").open("a") if main else open(os.devnull, "w")
     epochs = config.train.epochs
@@ -722,5 +853,16 @@ def summarize_run(config: Config, trainer: Trainer, history: list[dict]) -> dict
         }
         | {"total": float(np.mean([r["comm_bytes"] for r in history]))},
         "compilations": len(trainer.train_step.traces),
+        # training budgets: the layout, the policy, the planned budgets (compiled before epoch 1), the
+        # steps no planned budget held, and the seconds spent compiling training steps (not step time)
+        "layout": trainer.layout,
+        "budget_policy": config.parallel.budgets if trainer.plans_budgets else "buckets",
+        "planned_budgets": [list(b.as_tuple()) for b in trainer.planned or []],
+        "overflow_steps": trainer.overflow_steps,
+        "compile_seconds": trainer.compile_seconds,
+        "compile_seconds_ahead": trainer.compile_seconds_ahead,
+        # the persistent compilation cache: folder, hits and misses of this process, bytes it holds
+        "compile_cache": compile_cache.stats()
+        | {"bytes": compile_cache.size_bytes(compile_cache.stats()["dir"])},
         "config": to_dict(config),
     }

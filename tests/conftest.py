@@ -8,6 +8,12 @@ os.environ["XLA_FLAGS"] = (
     os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
 ).strip()
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# the persistent compilation cache (parallel.compile_cache: auto) of this test session, in a temp folder
+# that subprocesses inherit: tests never write to the user's cache
+if "DYGNEX_CACHE" not in os.environ:
+    import tempfile
+
+    os.environ["DYGNEX_CACHE"] = tempfile.mkdtemp(prefix="dygnex-test-cache-")
 
 import pytest  # noqa: E402
 

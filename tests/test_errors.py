@@ -110,6 +110,14 @@ CASES = {
         "is not installed here",
     ),
     "cost-model-missing": (["train", "--config", SMOKE, "schedule.cost_model={nowhere}"], "cost model file"),
+    "compile-cache-unusable": (
+        ["train", "--config", SMOKE, "parallel.compile_cache={a_file}/xla"],
+        "choose another parallel.compile_cache or 'off'",
+    ),
+    "layout-model": (
+        ["train", "--config", SMOKE, "model.name=gcrn_gru", "parallel.layout=flat"],
+        "does not fit model.name 'gcrn_gru'",
+    ),
     "usage": (["fly"], "invalid choice"),
     # bad environment, run directories
     "coordinator-unreachable": (

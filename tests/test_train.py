@@ -68,7 +68,14 @@ def test_renting_compiles_less_and_trains_the_same():
     """Over several epochs, renting compiles no more shapes than the slack rule alone, and the losses
     agree (a step's result does not depend on its padding)."""
     runs = [
-        make("train.batch_size=2", "parallel.bucket_ratio=1.1", f"parallel.compile_steps={k}")
+        make(
+            "train.batch_size=2",
+            "parallel.budgets=buckets",  # the grid, the scan layout and the composition this was measured on
+            "parallel.layout=scan",
+            "schedule.compose=strata",
+            "parallel.bucket_ratio=1.1",
+            f"parallel.compile_steps={k}",
+        )
         for k in (0, 50)
     ]
     losses = [[r.train_epoch(e)["loss"] for e in (1, 2, 3)] for r in runs]

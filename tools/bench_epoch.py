@@ -67,6 +67,7 @@ COMMON = [
     "eval.candidates=sampled",
     "eval.neg_per_source=20",
     "eval.batch_size=16",
+    "parallel.budgets=buckets",  # the bucket grid of the README's table (measured before planned budgets)
     "parallel.bucket_ratio=1.5",
     "parallel.reuse_slack=1.0",
     "parallel.compile_steps=0",  # no ski rental: the shapes of the README's table (measured before it)

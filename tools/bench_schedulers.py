@@ -140,6 +140,10 @@ def resolve_batch(token: str, p: int) -> int:
 
 def point_config(suite: Suite, method: str, p: int, b: int, args, *, measure: bool = False):
     overrides = [
+        # the bucket grid and scan layout this benchmark's README tables were measured with (planned
+        # budgets and the flat layouts are measured by tools/bench_padded.py); --set overrides them
+        "parallel.budgets=buckets",
+        "parallel.layout=scan",
         *suite.overrides,
         *(suite.measure_overrides if measure else ()),
         *args.set,
@@ -269,19 +273,23 @@ def patched_schedule(train_module):
 def sample_steps(trainer, sched, max_windows: int, rng: np.random.Generator):
     """Stratified sample of an epoch's steps: (step ids in run order, stratum sizes), or (None, None)
     when the whole epoch fits in ``max_windows`` windows."""
-    from dygnex_jax.plan import packed_budgets
+    from dygnex_jax import plan
 
     n_steps = sched.num_steps
     n = max(1, max_windows // sched.batch_size) if max_windows > 0 else n_steps
     if n >= n_steps:
         return None, None
     c = trainer.config
-    budgets = packed_budgets(
-        trainer.train_costs,
-        trainer.windows.edge_profile("train"),
-        sched,
-        c.parallel.bucket_ratio,
-        c.parallel.min_bucket,
+    slots = plan.window_slots(c.train.batch_size, trainer.n_devices)
+    needs = plan.step_needs(
+        trainer.train_costs, trainer.windows.edge_profile("train"), sched, trainer.layout, slots
+    )
+    w, weights = trainer.windows.window, trainer.weights
+    budgets = np.array(
+        [
+            trainer.padded_work(plan.paid_budget(n, trainer.planned or [], c, w, trainer.layout, weights))
+            for n in needs
+        ]
     )
     model = getattr(trainer, "cost_model", None) or default_cost_model(trainer.windows.window)
     predicted = model.predict_costs(budgets, trainer.windows.window)

@@ -86,7 +86,6 @@ def calibrate(trainer, n_windows: int = 2, repeats: int = 5) -> tuple[float, lis
     windows: the same per-device budget at any P, so its ratio to the 1-device figure is the speed of a
     device at this P (fake devices sharing the cores, plus in-process or cross-process collectives)."""
     from dygnex_jax import parallel
-    from dygnex_jax.graphs import padded_work
 
     step = [list(range(n_windows))] * trainer.n_devices
     batch, _, budget = trainer.pack(step, "train", epoch=0)
@@ -100,7 +99,7 @@ def calibrate(trainer, n_windows: int = 2, repeats: int = 5) -> tuple[float, lis
         if i:
             times.append(time.perf_counter() - start)
     trainer._budgets.clear()
-    return statistics.median(times), padded_work(budget, trainer.windows.window).tolist()
+    return statistics.median(times), trainer.padded_work(budget).tolist()
 
 
 def worker(argv: list[str]) -> int:
@@ -208,6 +207,7 @@ def validate_dataset(name: str, args, out: Path, log, alt=None) -> list[dict]:
     model_path = prof / "cost_model.json"
     model = CostModel.load(model_path)
     overrides = [
+        "parallel.budgets=buckets",
         "parallel.reuse_slack=0",
         "parallel.compile_steps=0",
         *args.set,

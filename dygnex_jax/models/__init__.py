@@ -1,6 +1,15 @@
 """Model registry: a DGNN encoder by name + the task's head (link prediction, or node regression).
 
 Adding a model = one new file with a Flax linen encoder ``(batch) -> [N, hidden]`` + one line here.
+
+Edge layouts of a packed batch (one device): ``scan`` (every model): ``senders``/``receivers``/``edge_mask``
+[W, E], the edges of each time offset padded to the largest offset's count, the graph operators run per
+offset inside the recurrence. ``flat`` (``FLAT_LAYOUT_MODELS``): the same keys [E_total], one edge list over
+the W*N node-time rows (id ``tau * N + node``; padding edges ``W*N - 1 -> W*N - 1`` with mask 0), so the
+device pays the sum of the offsets' edges instead of W times the largest. Only models whose graph operators
+never read their recurrent state can take it: their GCNs then run once over all offsets and the recurrence
+runs node-wise afterwards. A model tells the layouts apart by ``batch["senders"].ndim`` (1: flat, 2: scan);
+both take the same parameters.
 """
 
 from __future__ import annotations
@@ -8,7 +17,7 @@ from __future__ import annotations
 import flax.linen as nn
 import jax
 
-from ..config import ModelConfig
+from ..config import FLAT_LAYOUT_MODELS, ModelConfig
 from ..errors import UserError
 from .egcn_h import EvolveGCNH
 from .egcn_o import EvolveGCNO
@@ -30,6 +39,23 @@ ENCODERS = {
     "gcn_gru": lambda cfg, f: GCNGRU(f, cfg.hidden, cfg.layers),
     "mpnn_lstm": lambda cfg, f: MPNNLSTM(f, cfg.hidden),
 }
+
+# Models whose graph convolutions read only their inputs, never the recurrent carry (see each module):
+# EvolveGCN-O (the weights evolve without the graph), T-GCN (GCNs of the cell input), GCN-GRU (GCN stack,
+# then a GRU), MPNN-LSTM (GCNs per snapshot, then LSTMs). Not egcn_h (its weights evolve from pooled node
+# embeddings of each offset), gcrn_gru / gconv_lstm / gc_lstm (Chebyshev convolutions of the hidden state).
+# (declared in config.py, which the JAX-free planner reads)
+
+
+def _check_name(name: str) -> None:
+    if name not in ENCODERS:
+        raise UserError(f"unknown model.name {name!r}: choose one of {', '.join(sorted(ENCODERS))}")
+
+
+def model_layout(name: str) -> str:
+    """The edge layout the model ``name`` is best run with: "flat" for ``FLAT_LAYOUT_MODELS``, else "scan"."""
+    _check_name(name)
+    return "flat" if name in FLAT_LAYOUT_MODELS else "scan"
 
 
 class LinkPredictor(nn.Module):
@@ -76,12 +102,19 @@ class NodeRegressor(nn.Module):
 
 def create_model(cfg: ModelConfig, num_features: int, task: str = "link") -> nn.Module:
     """The encoder ``model.name`` with the head of ``data.task``."""
-    if cfg.name not in ENCODERS:
-        raise UserError(f"unknown model.name {cfg.name!r}: choose one of {', '.join(sorted(ENCODERS))}")
+    _check_name(cfg.name)
     encoder = ENCODERS[cfg.name](cfg, num_features)
     if task == "node_reg":
         return NodeRegressor(encoder, NodeHead())
     return LinkPredictor(encoder, LinkHead(cfg.head_hidden))
 
 
-__all__ = ["ENCODERS", "LinkPredictor", "NodeRegressor", "create_model", "dense_pair_scores"]
+__all__ = [
+    "ENCODERS",
+    "FLAT_LAYOUT_MODELS",
+    "LinkPredictor",
+    "NodeRegressor",
+    "create_model",
+    "dense_pair_scores",
+    "model_layout",
+]

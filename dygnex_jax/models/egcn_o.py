@@ -13,6 +13,11 @@ window exactly. Activation: ReLU after every layer (the paper: RReLU).
 The recurrence is exposed in pieces for snapshot partition (parallel.py pipelines it over devices):
 ``initial_carry(n)`` (the learned initial weights), ``advance(carry, xs)`` over a slice of time offsets
 -> (evolved weights, embeddings at the slice's last valid offset); ``__call__`` = advance over all W.
+
+Flat layout (``batch["senders"]`` [E_total] over the node-time grid, ids ``tau * N + node``; see
+``models.FLAT_LAYOUT_MODELS``): the same scan evolves the weights alone (no graph), then every layer runs one
+batched matmul ``[W, N, in] x [W, in, out]`` and one GCN over all W*N node-time rows at once, so the edges
+cost their sum over offsets instead of W times the largest offset. Same parameters, same values.
 """
 
 from __future__ import annotations
@@ -40,10 +45,13 @@ class _Step(nn.Module):
                 MatrixGRU(self.dims[i], self.dims[i + 1], name=f"evolve_{i}")(w)
                 for i, w in enumerate(weights)
             )
-        for w in new_weights:
-            h = jax.nn.relu(gcn_aggregate(h @ w, senders, receivers, edge_mask, self.comm))
         # a padded (invalid) time offset leaves the carry as it was
         keep = lambda new, old: jnp.where(valid, new, old)  # noqa: E731
+        if h is None:
+            # flat layout: the weights alone; ys = the weights the GCN of this offset uses
+            return (jax.tree.map(keep, new_weights, weights), None), new_weights
+        for w in new_weights:
+            h = jax.nn.relu(gcn_aggregate(h @ w, senders, receivers, edge_mask, self.comm))
         return (jax.tree.map(keep, new_weights, weights), keep(h, h_prev)), None
 
 
@@ -81,4 +89,27 @@ class EvolveGCNO(nn.Module):
         return weights, h
 
     def __call__(self, batch: dict) -> jax.Array:
+        if batch["senders"].ndim == 1:
+            return self.flat(batch)
         return self.advance(self.initial_carry(batch["node_window"].shape[0]), batch)[1]
+
+    def flat(self, batch: dict) -> jax.Array:
+        """``__call__`` on a flat-layout batch (edges [E_total] over the W*N node-time rows): the weights
+        of every offset first (their evolution never reads the graph), then each layer's GCN over all
+        offsets at once. Returns the [N, hidden] embeddings at the last valid offset (zeros if none)."""
+        if self.comm != LOCAL:
+            raise ValueError(
+                "the flat edge layout holds one device's whole graph: vertex partition needs 'scan'"
+            )
+        x = node_inputs(batch, self.num_features)  # [W, N, F]
+        w_len, n = x.shape[:2]
+        valid = batch.get("valid", jnp.ones(w_len, bool))
+        none = (None,) * 4
+        _, per_tau = self.step((self.initial_weights, None), (*none, valid))  # per layer [W, in, out]
+        edges = (batch["senders"], batch["receivers"], batch["edge_mask"])
+        h = x
+        for w in per_tau:
+            hw = jnp.einsum("tnf,tfo->tno", h, w).reshape(w_len * n, w.shape[-1])
+            h = jax.nn.relu(gcn_aggregate(hw, *edges)).reshape(w_len, n, w.shape[-1])
+        last = w_len - 1 - jnp.argmax(valid[::-1])  # the last valid offset
+        return jnp.where(valid.any(), h[last], 0.0)

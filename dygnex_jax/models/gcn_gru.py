@@ -2,6 +2,10 @@
 time offset, embeds each snapshot; a per-node GRU (``torch.nn.GRU``'s gates) carries the embeddings over
 time. ``E_t = ReLU(GCN(... ReLU(GCN(X_t))))``, ``H_t = GRU(E_t, H_{t-1})``; H starts at zero in every window.
 Its PyTorch twin is PyG's ``GCNConv`` stack followed by ``torch.nn.GRUCell`` (PyG-Temporal has no such layer).
+
+The GCNs never read the GRU state, so the flat layout (edges [E_total] over the W*N node-time rows,
+``models.FLAT_LAYOUT_MODELS``) runs the GCN stack once over all offsets, then the GRU over time node-wise.
+Same parameters and values.
 """
 
 from __future__ import annotations
@@ -25,6 +29,30 @@ class _Step(nn.Module):
         return GRUCell(self.hidden, name="gru")(x, h), None
 
 
+def _gru_step(gru: GRUCell, h, e_tau):
+    return gru(e_tau, h), None
+
+
+class _FlatStep(nn.Module):
+    """The flat layout's ``step`` (``_Step``'s parameters): x [W, N, F] and flat edges over the W*N
+    rows -> GRU state [N, hidden] after the last offset."""
+
+    hidden: int
+    layers: int
+
+    @nn.compact
+    def __call__(self, x, edges):
+        w_len, n = x.shape[:2]
+        e = x.reshape(w_len * n, x.shape[-1])
+        for i in range(self.layers):
+            e = jax.nn.relu(GCNConv(self.hidden, name=f"gcn_{i}")(e, edges))
+        time_scan = nn.scan(_gru_step, variable_broadcast="params", split_rngs={"params": False})
+        h, _ = time_scan(
+            GRUCell(self.hidden, name="gru"), jnp.zeros((n, self.hidden)), e.reshape(w_len, n, -1)
+        )
+        return h
+
+
 class GCNGRU(nn.Module):
     """Encoder: packed batch -> node embeddings [N, hidden] (GRU state at the last history snapshot)."""
 
@@ -34,6 +62,10 @@ class GCNGRU(nn.Module):
 
     @nn.compact
     def __call__(self, batch: dict) -> jax.Array:
+        if batch["senders"].ndim == 1:  # flat layout
+            edges = (batch["senders"], batch["receivers"], batch["edge_mask"])
+            x = node_inputs(batch, self.num_features)
+            return _FlatStep(self.hidden, self.layers, name="step")(x, edges)
         n = batch["node_window"].shape[0]
         xs = (node_inputs(batch, self.num_features), batch["senders"], batch["receivers"], batch["edge_mask"])
         h, _ = scan_steps(_Step, hidden=self.hidden, layers=self.layers)(jnp.zeros((n, self.hidden)), xs)

@@ -141,9 +141,10 @@ def torch_uniform(fan_in: int) -> Callable:
 TORCH_LINEAR_KERNEL = nn.initializers.variance_scaling(1.0 / 3.0, "fan_in", "uniform")
 
 
-def torch_linear(features: int, fan_in: int, name: str) -> nn.Dense:
+def torch_linear(features: int, fan_in: int, name: str | None = None) -> nn.Dense:
     """``nn.Dense`` initialised as ``torch.nn.Linear(fan_in, features)``: kernel and bias uniform in
-    ``+-1/sqrt(fan_in)`` (torch's kaiming-uniform with ``a = sqrt(5)``, and its bias rule)."""
+    ``+-1/sqrt(fan_in)`` (torch's kaiming-uniform with ``a = sqrt(5)``, and its bias rule). ``name``: None
+    inside ``setup`` (the attribute names it)."""
     return nn.Dense(features, kernel_init=TORCH_LINEAR_KERNEL, bias_init=torch_uniform(fan_in), name=name)
 
 

@@ -10,6 +10,9 @@ By design: batch-norm statistics are those of each window (every node of every s
 counted ``node_count`` times), in training and in evaluation alike, as one PyG-Temporal forward call in
 training mode computes them; there are no running averages, so windows stay independent samples and a
 packed step equals its windows run one by one. No dropout (PyG-Temporal's ``dropout=0``).
+
+The GCNs read each snapshot's features only, so under the flat layout (edges [E_total] over the W*N
+node-time rows, ``models.FLAT_LAYOUT_MODELS``) each runs once over all offsets instead of per offset.
 """
 
 from __future__ import annotations
@@ -64,7 +67,13 @@ class MPNNLSTM(nn.Module):
         edges = (batch["senders"], batch["receivers"], batch["edge_mask"])
         node_window, node_count = batch["node_window"], batch["node_count"]
         slots = batch["window_sizes"].shape[0]
-        conv = jax.vmap(gcn_aggregate)  # over time offsets
+        if edges[0].ndim == 1:  # flat layout: one GCN over the W*N node-time rows
+
+            def conv(v, *flat_edges):
+                return gcn_aggregate(v.reshape(-1, v.shape[-1]), *flat_edges).reshape(v.shape)
+
+        else:
+            conv = jax.vmap(gcn_aggregate)  # over time offsets
 
         def gcn(name, v):
             out = conv(pyg_linear(self.hidden, f"{name}_lin")(v), *edges)  # PyG GCNConv's init

@@ -6,6 +6,10 @@ concatenated with the hidden state.
 Hidden states start at zero in every window; stacked ``layers`` cells, cell l reads cell l-1's new state.
 Initialised as PyG-T's ``TGCN``: the GCNs' weights Glorot uniform (PyG's ``GCNConv``), their biases zero,
 the gate layers as ``torch.nn.Linear`` (uniform in +-1/sqrt(2 hidden), bias too).
+
+The GCNs read the cell's input only (the input snapshot, or the previous cell's states), never the cell's own
+state, so the flat layout (edges [E_total] over the W*N node-time rows, ``models.FLAT_LAYOUT_MODELS``) runs
+each cell's three GCNs once over all offsets, then its gates over time node-wise. Same parameters and values.
 """
 
 from __future__ import annotations
@@ -35,6 +39,53 @@ class TGCNCell(nn.Module):
         return z * h + (1.0 - z) * h_tilde
 
 
+class _FlatCell(nn.Module):
+    """``TGCNCell``'s parameters under the same names, its work split in two for the flat layout:
+    ``convs`` (the three GCNs of the input, any number of rows) and ``gates`` (one time offset)."""
+
+    hidden: int
+
+    def setup(self):
+        self.conv_z, self.conv_r, self.conv_h = (GCNConv(self.hidden) for _ in range(3))
+        self.linear_z, self.linear_r, self.linear_h = (
+            torch_linear(self.hidden, 2 * self.hidden) for _ in range(3)
+        )
+
+    def convs(self, x, edges):
+        return self.conv_z(x, edges), self.conv_r(x, edges), self.conv_h(x, edges)
+
+    def gates(self, convs, h):
+        cz, cr, ch = convs
+        z = jax.nn.sigmoid(self.linear_z(jnp.concatenate([cz, h], axis=-1)))
+        r = jax.nn.sigmoid(self.linear_r(jnp.concatenate([cr, h], axis=-1)))
+        h_tilde = jnp.tanh(self.linear_h(jnp.concatenate([ch, h * r], axis=-1)))
+        return z * h + (1.0 - z) * h_tilde
+
+
+def _gate_step(cell: _FlatCell, h, convs_tau):
+    h = cell.gates(convs_tau, h)
+    return h, h
+
+
+class _FlatSteps(nn.Module):
+    """The flat layout's ``step``: x [W, N, F] and flat edges over the W*N rows -> last cell's states
+    [W, N, hidden] at every offset."""
+
+    hidden: int
+    layers: int
+
+    @nn.compact
+    def __call__(self, x, edges):
+        w_len, n = x.shape[:2]
+        time_scan = nn.scan(_gate_step, variable_broadcast="params", split_rngs={"params": False})
+        for i in range(self.layers):
+            cell = _FlatCell(self.hidden, name=f"cell_{i}")
+            convs = cell.convs(x.reshape(w_len * n, x.shape[-1]), edges)
+            convs = tuple(c.reshape(w_len, n, self.hidden) for c in convs)
+            _, x = time_scan(cell, jnp.zeros((n, self.hidden)), convs)
+        return x
+
+
 class _Step(nn.Module):
     hidden: int
     layers: int
@@ -58,6 +109,10 @@ class TGCN(nn.Module):
 
     @nn.compact
     def __call__(self, batch: dict) -> jax.Array:
+        if batch["senders"].ndim == 1:  # flat layout
+            edges = (batch["senders"], batch["receivers"], batch["edge_mask"])
+            x = node_inputs(batch, self.num_features)
+            return _FlatSteps(self.hidden, self.layers, name="step")(x, edges)[-1]
         n = batch["node_window"].shape[0]
         states = tuple(jnp.zeros((n, self.hidden)) for _ in range(self.layers))
         xs = (node_inputs(batch, self.num_features), batch["senders"], batch["receivers"], batch["edge_mask"])

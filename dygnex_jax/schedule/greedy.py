@@ -2,8 +2,9 @@
 
 1. **Step composition.** Every window gets a scalar cost ``c_k = w · costs_k`` (w = alpha, beta,
    gamma). Windows are ordered by ``c_k · exp(jitter · z_k)``, z_k ~ N(0, 1) from the seeded rng,
-   heaviest first (``jitter = 0``: the pure cost order). ``schedule.compose`` then forms the steps:
-   - ``strata`` (default): K mod B windows drawn at random form the short last step; the rest of the
+   heaviest first (``jitter = 0``: the pure cost order). ``schedule.compose`` then forms the steps
+   (``auto``, the default: ``sorted`` while B/P <= 4, else ``strata``; ``AUTO_SORTED_MAX_PER_DEVICE``):
+   - ``strata``: K mod B windows drawn at random form the short last step; the rest of the
      order is cut into B strata of consecutive windows and each stratum is dealt at random, one
      window to every full step. A step is a stratified random mini-batch (one window of every cost
      level), so its gradient is as unbiased a sample as PSG's, and all steps weigh about the same.
@@ -58,7 +59,19 @@ SWAP_PARTNERS = 8
 ALL_PARTNERS_MAX_DEVICES = 32
 _REL_TOL = 1e-9
 _TIE_EPS = 1e-9  # LPT ties: prefer the lower scalar load (a relative nudge)
-COMPOSE = ("strata", "rows", "sorted")  # schedule.compose: how windows are grouped into steps
+COMPOSE = ("auto", "strata", "rows", "sorted")  # schedule.compose: how windows are grouped into steps
+# compose=auto: "sorted" while a device gets at most this many windows per step (B / P), else
+# "strata". With few windows per device only similar windows balance (measured at P = 8: strata
+# reaches .35-.75 of the flat padded optimum at B/P = 1-2 and .88-.94 at B/P = 4, sorted .66-.96);
+# with many, a stratified mini-batch balances by itself and mixes best.
+AUTO_SORTED_MAX_PER_DEVICE = 4
+
+
+def resolve_compose(compose: str, batch_size: int, n_devices: int) -> str:
+    """The composition ``compose`` means for B = ``batch_size`` windows over ``n_devices`` devices."""
+    if compose != "auto":
+        return compose
+    return "sorted" if batch_size <= AUTO_SORTED_MAX_PER_DEVICE * max(1, n_devices) else "strata"
 
 
 def checked_weights(settings: ScheduleSettings, n_columns: int = 3) -> np.ndarray:
@@ -86,6 +99,7 @@ def order_steps(
         raise UserError(f"schedule.jitter must be >= 0 (0 = pure cost order), got {jitter}")
     if compose not in COMPOSE:
         raise UserError(f"schedule.compose must be one of {', '.join(COMPOSE)}, got {compose!r}")
+    compose = resolve_compose(compose, batch_size, n_devices)
     k = len(costs)
     scalar = costs @ weights
     noise = rng.standard_normal(k)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..padding import efficiency
 from .base import Schedule
 from .cost import CostModel, predict_step_seconds
 
@@ -43,7 +44,8 @@ def predicted_epoch_seconds(
 
 
 def padding_efficiency(loads: np.ndarray, weights: np.ndarray, padded: np.ndarray | None = None) -> float:
-    """Σ real work / Σ padded work, work = weights · load, 1.0 = perfect balance.
+    """Σ real work / Σ padded work, work = weights · load, 1.0 = perfect balance (``padding.efficiency``,
+    the one definition).
 
     Args:
       loads: [S, P, D] real per-device loads.
@@ -53,9 +55,8 @@ def padding_efficiency(loads: np.ndarray, weights: np.ndarray, padded: np.ndarra
     """
     if padded is None:
         padded = loads.max(axis=1)
-    real = float(np.einsum("spd,d->", loads, weights))
-    total = float(loads.shape[1] * np.einsum("sd,d->", padded, weights))
-    return real / total if total > 0 else 1.0
+    every_device = np.broadcast_to(np.asarray(padded)[:, None, :], loads.shape)
+    return efficiency(loads, every_device, np.asarray(weights, dtype=np.float64))
 
 
 def imbalance(loads: np.ndarray, weights: np.ndarray) -> float:

@@ -1,0 +1,111 @@
+"""Training budgets planned per run (parallel.budgets: planned): compiled before epoch 1 and never more,
+paid as the ``schedule`` command says, the same training as bucketed budgets, and the persistent
+compilation cache changes no bit."""
+
+import json
+
+import jax
+import numpy as np
+import pytest
+from conftest import make_toy_graph
+from helpers import run_cli
+
+from dygnex_jax import plan
+from dygnex_jax.config import load_config
+from dygnex_jax.train import Trainer
+
+BASE = ["data.window=4", "model.hidden=8", "model.head_hidden=8", "data.neg_mult=2", "train.epochs=3"]
+
+
+def make(*extra, devices=4):
+    return Trainer(load_config(None, [*BASE, f"parallel.devices={devices}", *extra]), graph=make_toy_graph())
+
+
+@pytest.mark.parametrize("model", ["egcn_o", "gcrn_gru"])  # flat and scan layout
+def test_compilations_are_fixed_before_epoch_1(model):
+    """The plan is made and compiled before the first step; training then compiles nothing more, every
+    step runs on a planned budget, and the count is what the summary reports as compilations."""
+    tr = make(
+        f"model.name={model}", "train.batch_size=6", "parallel.compile_steps=0", "parallel.max_budgets=3"
+    )
+    budgets = tr.plan_budgets()
+    assert 1 <= len(budgets) <= 3 and tr.layout == ("flat" if model == "egcn_o" else "scan")
+    tr.compile_planned()
+    assert len(tr.train_step.traces) == len(budgets)
+    for epoch in (1, 2, 3):
+        tr.train_epoch(epoch)
+        assert {tuple(s["budget"]) for s in tr.last_steps} <= {b.as_tuple() for b in budgets}
+        assert not any(s["compiled"] for s in tr.last_steps)
+    assert len(tr.train_step.traces) == len(budgets) and tr.overflow_steps == 0
+
+
+def test_the_schedule_command_reports_what_training_pays():
+    """``plan.plan`` (the ``schedule`` command) and the trainer's epoch 1 evaluate one padded-cost
+    function on the same schedule and budgets: the packed efficiencies are equal."""
+    for extra in (
+        ["model.name=egcn_o"],
+        ["model.name=gcrn_gru"],
+        ["model.name=egcn_o", "schedule.method=psg"],
+    ):
+        tr = make(*extra, "train.batch_size=6")
+        want = plan.plan(tr.config, tr.n_devices, ws=tr.windows)
+        got = tr.train_epoch(1)
+        assert got["padding_efficiency"] == pytest.approx(want["packed_padding_efficiency"], rel=1e-9)
+        assert got["budgets"] <= len(want["budgets"])
+
+
+def test_planned_and_bucketed_budgets_train_alike():
+    """Padding invariance at the level of a run: the planned budgets and the bucket grid give the same
+    losses and parameters (to float32 reduction order)."""
+    runs = [
+        make("train.batch_size=6", "schedule.compose=strata", f"parallel.budgets={p}")
+        for p in ("planned", "buckets")
+    ]
+    losses = [[r.train_epoch(e)["loss"] for e in (1, 2)] for r in runs]
+    np.testing.assert_allclose(losses[0], losses[1], rtol=2e-5)
+    for x, y in zip(jax.tree.leaves(runs[0].params), jax.tree.leaves(runs[1].params)):
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-4, atol=1e-6)
+
+
+def test_compose_auto_keeps_the_cheapest_planned_composition():
+    """compose=auto under planned budgets: the plan's composition has the least planned cost of the
+    candidates (up to the margin that favours the earlier, better-mixing ones)."""
+    tr = make("train.batch_size=6")
+    run = plan.plan_run(tr.windows, tr.config, tr.n_devices, tr.layout, tr.settings, [1, 2, 3])
+    assert set(run.tried) == set(plan.COMPOSE_CANDIDATES)
+    assert run.compose in plan.COMPOSE_CANDIDATES
+    assert run.tried[run.compose] <= min(run.tried.values()) / (1 - plan.COMPOSE_MARGIN) + 1e-9
+    assert all(any(b.holds(n) for b in run.budgets) for ns in run.needs.values() for n in ns)
+
+
+def test_results_are_bit_identical_with_the_cache_off_cold_and_warm(tmp_path):
+    """The persistent compilation cache changes no bit: the same run with it off, cold and warm writes
+    the same losses and metrics; the warm run hits the cache."""
+    rows, summaries = [], []
+    for i, cache in enumerate(["off", str(tmp_path / "xla"), str(tmp_path / "xla")]):
+        out = tmp_path / f"run{i}"
+        proc = run_cli(
+            "train",
+            "--config",
+            "configs/smoke.yaml",
+            "--out",
+            out,
+            f"parallel.compile_cache={cache}",
+            "train.checkpoint_every=0",
+            timeout=900,
+            fake_devices=8,
+        )
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        keys = ("loss", "val_map", "val_mrr", "test_map", "test_mrr")
+        rows.append(
+            [[r[k] for k in keys] for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())]
+        )
+        summaries.append(json.loads((out / "summary.json").read_text()))
+    assert rows[0] == rows[1] == rows[2]
+    off, cold, warm = (s["compile_cache"] for s in summaries)
+    assert off["dir"] is None and off["hits"] == 0
+    assert cold["misses"] > 0 and cold["bytes"] > 0
+    assert warm["hits"] > 0 and warm["dir"] == cold["dir"]
+    assert (
+        summaries[2]["compilations"] == summaries[0]["compilations"] == len(summaries[0]["planned_budgets"])
+    )
