@@ -168,7 +168,9 @@ class ScheduleConfig:
     # Every N epochs, re-fit the cost model on the step times measured so far and re-schedule with
     # its weights (0 = never).
     reschedule_every: int = 0
-    time_limit: float = 10.0  # dygnex_l: solver seconds per step (an epoch may take steps x this)
+    # dygnex_l: seconds per step, search and MILP together (an epoch may take steps x this). 0.5 s
+    # gets 96 % of what 2 s gets on Bitcoin-OTC / UCI / AS-733 at P = 8 (docs/bench_ilp.json).
+    time_limit: float = 0.5
     mip_gap: float = 0.01  # dygnex_l: relative gap at which a step's solve stops
     solver: str = "HIGHS"  # cvxpy MILP solver name
     ilp_warm_start: bool = True  # dygnex_l + HIGHS: highspy started from greedy (false: cvxpy, no start)
@@ -200,11 +202,13 @@ class ParallelConfig:
     # Run a step on an already-compiled larger budget when its padded work is at most this fraction
     # above the step's own bucket: fewer compilations for a little padding (0 = never).
     reuse_slack: float = 0.25
-    # A compilation's price in steps (about 10 EvolveGCN steps on this CPU). planned: a budget more is
-    # worth it only if it saves this many average steps of padded work. buckets: rent a larger
-    # compiled budget rather than compile a new one until the padded work rented for that bucket would
-    # pass this many steps of the larger budget, then compile it (ski rental; 0 = never rent).
-    compile_steps: float = 10.0
+    # A compilation's price in steps. Measured on the 2-core CPU (EvolveGCN-O, Bitcoin-OTC / UCI, 8 fake
+    # devices, B = 32): one more budget compiled in 0.7 s against 0.6-0.9 s steps, so about one step
+    # (on a GPU, whose steps take milliseconds, it is hundreds). planned: a budget more is worth it only
+    # if it saves this many average steps of padded work. buckets: rent a larger compiled budget rather
+    # than compile a new one until the padded work rented for that bucket would pass this many steps of
+    # the larger budget, then compile it (ski rental; 0 = never rent).
+    compile_steps: float = 1.0
     # schedule.method=snapshot: micro-batches per step flowing through the time pipeline (0 = P).
     micro_batches: int = 0
     # schedule.method=vertex: node ranges by "contiguous" count, or balanced by "degree" (1 + in-degree).

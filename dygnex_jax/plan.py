@@ -226,6 +226,19 @@ def plan(config: Config, devices: int, ws: WindowSet | None = None, model: CostM
     paid = [paid_budget(n, run.budgets, config, ws.window, layout, weights) for n in run.needs[1]]
     padded = np.array([padded_work(p, ws.window, layout) for p in paid])  # [S, 3]
     exact = np.array([padded_work(n, ws.window, layout) for n in run.needs[1]])
+    # every planned epoch packed on the plan: the mean is what a training run's summary reports as
+    # mean_padding_efficiency (the trainer trains these very schedules)
+    per_epoch = []
+    for e, sch in run.schedules.items():
+        pw = np.array(
+            [
+                padded_work(
+                    paid_budget(n, run.budgets, config, ws.window, layout, weights), ws.window, layout
+                )
+                for n in run.needs[e]
+            ]
+        )
+        per_epoch.append(padding_efficiency(step_loads(costs, sch), weights, pw))
     model = model if model is not None else default_cost_model(ws.window)
     stats = summarize(costs, sched, weights)
     return {
@@ -241,6 +254,7 @@ def plan(config: Config, devices: int, ws: WindowSet | None = None, model: CostM
         "padding_efficiency": stats["padding_efficiency"],
         "packed_padding_efficiency": padding_efficiency(loads, weights, padded),
         "exact_padding_efficiency": padding_efficiency(loads, weights, exact),
+        "mean_packed_padding_efficiency": float(np.mean(per_epoch)),  # over the planned epochs
         "budget_policy": config.parallel.budgets,
         "budgets": [list(p.as_tuple()) for p in (run.budgets or sorted(set(paid)))],
         "planned_epochs": len(run.schedules),

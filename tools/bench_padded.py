@@ -6,6 +6,8 @@ seconds and count. Writes JSON (and a PNG beside it) and prints a table with the
 
     git worktree add /tmp/base 6fa57bf
     python tools/bench_padded.py --baseline /tmp/base --json docs/bench_padded.json
+    python tools/bench_padded.py --baseline /tmp/base --schedule --methods psg dygnex_g dygnex_l \
+        --datasets as733 bitcoin_otc uci_collegemsg --json docs/bench_padded_schedule.json
 
 Each case trains ``--epochs`` epochs of ``configs/egcn_o_bitcoin_otc.yaml`` with ``data.dataset=D`` at
 ``--devices`` fake CPU devices, ``train.batch_size=--batch``, ``schedule.method=M``; evaluation only after
@@ -32,6 +34,8 @@ CONFIG = "configs/egcn_o_bitcoin_otc.yaml"
 def run(src: Path, dataset: str, method: str, args, out: Path) -> dict:
     """Train one case with the dygnex_jax found in ``src``; its figures."""
     env = {
+        # the baseline checkout may lie elsewhere: both read this checkout's data root
+        "DYGNEX_DATA": str(REPO.parent / "shared" / "datasets"),
         **os.environ,
         "PYTHONPATH": str(src),
         "XLA_FLAGS": f"--xla_force_host_platform_device_count={args.devices}",
@@ -47,6 +51,8 @@ def run(src: Path, dataset: str, method: str, args, out: Path) -> dict:
         f"parallel.devices={args.devices}",
         *args.override,
     ]
+    if src == REPO:  # compilations measured cold, as the baseline (which has no persistent cache) pays them
+        overrides.append("parallel.compile_cache=off")
     config = str(REPO / CONFIG)
     load = os.getloadavg()[0]
     proc = subprocess.run(
@@ -77,9 +83,10 @@ def run(src: Path, dataset: str, method: str, args, out: Path) -> dict:
         capture_output=True,
         text=True,
     )
-    packed = None
+    packed = packed_mean = None
     if sched.returncode == 0 and (out / "schedule.json").exists():
-        packed = json.loads((out / "schedule.json").read_text())["packed_padding_efficiency"]
+        got = json.loads((out / "schedule.json").read_text())
+        packed, packed_mean = got["packed_padding_efficiency"], got.get("mean_packed_padding_efficiency")
     summary = json.loads((out / "summary.json").read_text())
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     wall = [r["epoch_seconds"] for r in rows]
@@ -91,10 +98,74 @@ def run(src: Path, dataset: str, method: str, args, out: Path) -> dict:
         "compile_seconds": sum(w - s for w, s in zip(wall, steady)) + ahead,
         "compilations": summary["compilations"],
         "mean_padding_efficiency": summary["mean_padding_efficiency"],
-        "schedule_packed_efficiency": packed,
+        "schedule_packed_efficiency": packed,  # epoch 1
+        "schedule_mean_packed_efficiency": packed_mean,  # over the planned epochs (None before planning)
         "final_loss": summary["final"]["loss"],
         "load_average": load,
     }
+
+
+def schedule_figures(src: Path, dataset: str, method: str, devices: int, args, out: Path) -> dict:
+    """The ``schedule`` command of the checkout ``src``: schedule-level and packed padding efficiency,
+    budgets, scheduler seconds per step."""
+    env = {"DYGNEX_DATA": str(REPO.parent / "shared" / "datasets"), **os.environ, "PYTHONPATH": str(src)}
+    overrides = [f"data.dataset={dataset}", f"schedule.method={method}", f"train.batch_size={args.batch}"]
+    overrides += [f"schedule.time_limit={args.time_limit}", *args.override]
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dygnex_jax",
+            "schedule",
+            "--config",
+            str(REPO / CONFIG),
+            "--devices",
+            str(devices),
+            "--json",
+            str(out),
+            *overrides,
+        ],
+        cwd=src,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"schedule {src} {dataset} {method} P={devices} failed:\n{proc.stderr[-3000:]}")
+    r = json.loads(out.read_text())
+    return {
+        "schedule_efficiency": r["padding_efficiency"],
+        "packed_efficiency": r["packed_padding_efficiency"],
+        "mean_packed_efficiency": r.get("mean_packed_padding_efficiency"),
+        "budgets": len(r.get("budgets", [])) or None,
+        "layout": r.get("layout", "scan"),
+        "compose": r.get("compose", "strata"),
+        "scheduler_seconds_per_step": r["scheduler_seconds"] / r["steps"],
+        "load_average": os.getloadavg()[0],
+    }
+
+
+def schedule_table(a) -> int:
+    """--schedule: the issue's table, ``schedule`` at each P for every dataset and method, both checkouts."""
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for devices in a.schedule_devices:
+            for dataset in a.datasets:
+                for method in a.methods:
+                    row = {"dataset": dataset, "method": method, "devices": devices, "batch_size": a.batch}
+                    for name, src in (("baseline", Path(a.baseline).resolve()), ("current", REPO)):
+                        row[name] = schedule_figures(src, dataset, method, devices, a, Path(tmp) / "s.json")
+                    rows.append(row)
+                    c, b = row["current"], row["baseline"]
+                    print(
+                        f"| {dataset} | {method} | {devices} | {b['schedule_efficiency']:.3f} / {b['packed_efficiency']:.3f} "
+                        f"| {c['schedule_efficiency']:.3f} / **{c['packed_efficiency']:.3f}** ({c['mean_packed_efficiency']:.3f}) | {c['budgets']} | "
+                        f"{c['layout']}, {c['compose']} | {c['scheduler_seconds_per_step']:.2f} | {c['load_average']:.1f} |",
+                        flush=True,
+                    )
+                    if a.json:
+                        Path(a.json).write_text(json.dumps(rows, indent=1))
+    return 0
 
 
 def main(argv=None) -> int:
@@ -106,8 +177,19 @@ def main(argv=None) -> int:
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--epochs", type=int, default=6)
     p.add_argument("--json", default="", help="write the rows here (and a PNG beside it)")
+    p.add_argument(
+        "--schedule", action="store_true", help="only the schedule command's figures (no training)"
+    )
+    p.add_argument("--schedule-devices", type=int, nargs="*", default=[8, 1])
+    p.add_argument("--time-limit", type=float, default=2.0, help="schedule.time_limit (dygnex_l)")
     p.add_argument("override", nargs="*", help="extra key=value overrides for both")
     a = p.parse_args(argv)
+    if a.schedule:
+        print(
+            "| dataset | method | P | main: sched / packed | now: sched / packed | budgets | layout, compose | sched s/step | load |"
+        )
+        print("|---|---|---:|---|---|---:|---|---:|---:|")
+        return schedule_table(a)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for dataset in a.datasets:
