@@ -139,6 +139,8 @@ def plan_run(
     ``COMPOSE_CANDIDATES`` is planned (DyGNeX-L: its greedy twin's, which has the same steps) and the
     one whose planned cost — padded work of every step on its budget plus the compilations — is least
     is kept (the earlier, better-mixing one unless a later one saves more than ``COMPOSE_MARGIN``).
+    DyGNeX-L's placements are kept when their planned cost is at most greedy's (per step they balance
+    better, but the run's budgets may fit greedy's steps better); else greedy's, with a fallback line.
     Deterministic in the config: every process and a resumed run plan alike."""
     costs = ws.costs("train", config.data.neg_mult) if costs is None else costs
     profile = ws.edge_profile("train") if profile is None else profile
@@ -176,15 +178,13 @@ def plan_run(
         compose = settings.compose
         scheds, needs = attempt(settings.method, compose) if epochs else ({}, {})
         return RunPlan(compose, scheds, needs, [], 0.0, {})
-    if not (cost_ordered and settings.compose == "auto"):
-        scheds, needs = attempt(settings.method, settings.compose)
-        flat = [n for e in epochs for n in needs[e]]
-        budgets, total = planned_cost(needs, compile_price(flat, config, ws.window, layout, weights))
-        return RunPlan(settings.compose, scheds, needs, budgets, total, {})
+    candidates = COMPOSE_CANDIDATES if cost_ordered and settings.compose == "auto" else (settings.compose,)
+    # cost-ordered methods: compositions are compared on DyGNeX-G (DyGNeX-L has the same steps)
+    method = "dygnex_g" if cost_ordered else settings.method
     tried, best = {}, None
     price = None
-    for compose in COMPOSE_CANDIDATES:
-        scheds, needs = attempt("dygnex_g", compose)
+    for compose in candidates:
+        scheds, needs = attempt(method, compose)
         if price is None:  # one price for every candidate: the first one's average step
             price = compile_price([n for e in epochs for n in needs[e]], config, ws.window, layout, weights)
         budgets, total = planned_cost(needs, price)
@@ -192,10 +192,15 @@ def plan_run(
         if best is None or total < best[3] * (1.0 - COMPOSE_MARGIN):
             best = (compose, scheds, needs, total, budgets)
     compose, scheds, needs, total, budgets = best
-    if settings.method != "dygnex_g":  # DyGNeX-L: the chosen composition, its own placements
-        scheds, needs = attempt(settings.method, compose)
-        budgets, total = planned_cost(needs, price)
-    return RunPlan(compose, scheds, needs, budgets, total, tried)
+    if settings.method == "dygnex_l":  # its own placements, kept where they pay less than greedy's
+        l_scheds, l_needs = attempt(settings.method, compose)
+        l_budgets, l_total = planned_cost(l_needs, price)
+        if l_total <= total:
+            scheds, needs, budgets, total = l_scheds, l_needs, l_budgets, l_total
+        else:  # per step L balances better, but the run's budgets fit greedy's steps better
+            why = f"greedy kept: its steps pay {total:.4g} on their planned budgets, DyGNeX-L's {l_total:.4g}"
+            scheds = {e: dataclasses.replace(sc, method="dygnex_l", fallback=why) for e, sc in scheds.items()}
+    return RunPlan(compose, scheds, needs, budgets, total, tried if len(candidates) > 1 else {})
 
 
 def paid_budget(
