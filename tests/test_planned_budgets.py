@@ -21,15 +21,16 @@ def make(*extra, devices=4):
     return Trainer(load_config(None, [*BASE, f"parallel.devices={devices}", *extra]), graph=make_toy_graph())
 
 
-@pytest.mark.parametrize("model", ["egcn_o", "gcrn_gru"])  # flat and scan layout
-def test_compilations_are_fixed_before_epoch_1(model):
+@pytest.mark.parametrize("model,layout", [("egcn_o", "last"), ("tgcn", "flat"), ("gcrn_gru", "scan")])
+def test_compilations_are_fixed_before_epoch_1(model, layout):
     """The plan is made and compiled before the first step; training then compiles nothing more, every
     step runs on a planned budget, and the count is what the summary reports as compilations."""
     tr = make(
         f"model.name={model}", "train.batch_size=6", "parallel.compile_steps=0", "parallel.max_budgets=3"
     )
+    assert tr.layout == layout
     budgets = tr.plan_budgets()
-    assert 1 <= len(budgets) <= 3 and tr.layout == ("flat" if model == "egcn_o" else "scan")
+    assert 1 <= len(budgets) <= 3
     tr.compile_planned()
     assert len(tr.train_step.traces) == len(budgets)
     for epoch in (1, 2, 3):

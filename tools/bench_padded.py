@@ -31,6 +31,16 @@ REPO = Path(__file__).resolve().parents[1]
 CONFIG = "configs/egcn_o_bitcoin_otc.yaml"
 
 
+def cli(src: Path, env: dict, what: str, *argv: str) -> subprocess.CompletedProcess:
+    """``python -m dygnex_jax ARGV`` with the checkout ``src``; a failure stops the benchmark, naming it."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "dygnex_jax", *argv], cwd=src, env=env, capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"{src} {what} failed:\n{proc.stderr[-3000:]}")
+    return proc
+
+
 def run(src: Path, dataset: str, method: str, args, out: Path) -> dict:
     """Train one case with the dygnex_jax found in ``src``; its figures."""
     env = {
@@ -55,15 +65,7 @@ def run(src: Path, dataset: str, method: str, args, out: Path) -> dict:
         overrides.append("parallel.compile_cache=off")
     config = str(REPO / CONFIG)
     load = os.getloadavg()[0]
-    proc = subprocess.run(
-        [sys.executable, "-m", "dygnex_jax", "train", "--config", config, "--out", str(out), *overrides],
-        cwd=src,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    if proc.returncode != 0:
-        raise SystemExit(f"{src} {dataset} {method} failed:\n{proc.stderr[-3000:]}")
+    cli(src, env, f"{dataset} {method}", "train", "--config", config, "--out", str(out), *overrides)
     sched = subprocess.run(
         [
             sys.executable,
@@ -111,27 +113,19 @@ def schedule_figures(src: Path, dataset: str, method: str, devices: int, args, o
     env = {"DYGNEX_DATA": str(REPO.parent / "shared" / "datasets"), **os.environ, "PYTHONPATH": str(src)}
     overrides = [f"data.dataset={dataset}", f"schedule.method={method}", f"train.batch_size={args.batch}"]
     overrides += [f"schedule.time_limit={args.time_limit}", *args.override]
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "dygnex_jax",
-            "schedule",
-            "--config",
-            str(REPO / CONFIG),
-            "--devices",
-            str(devices),
-            "--json",
-            str(out),
-            *overrides,
-        ],
-        cwd=src,
-        env=env,
-        capture_output=True,
-        text=True,
+    cli(
+        src,
+        env,
+        f"schedule {dataset} {method} P={devices}",
+        "schedule",
+        "--config",
+        str(REPO / CONFIG),
+        "--devices",
+        str(devices),
+        "--json",
+        str(out),
+        *overrides,
     )
-    if proc.returncode != 0:
-        raise SystemExit(f"schedule {src} {dataset} {method} P={devices} failed:\n{proc.stderr[-3000:]}")
     r = json.loads(out.read_text())
     return {
         "schedule_efficiency": r["padding_efficiency"],
