@@ -11,10 +11,11 @@ interconnect (``Link``: latency alpha, bandwidth). Every figure is a model; its 
   cost model on the padded work every device runs under SPMD, charged exactly as the trainer pays it
   (``padding.py``, ``plan.py``): the step's exact need (``plan.step_needs``: per-device maxima of
   nodes + 1 padding node, of pairs, and of edges — the largest offset in ``scan``, the sum over
-  offsets in ``flat``) served by the paid budget of the ``shapes`` policy —
-  ``trained`` (default) the config's ``parallel.budgets``: ``planned`` = the cheapest of the budgets
-  ``plan.planned_budgets`` plans from every step of the planned epochs (the trainer's: 1 ..
-  ``train.epochs``), ``buckets`` = the need rounded up to the shape grid (``plan.paid_budget``);
+  offsets in ``flat``, the last offset's in ``last``) served by the paid budget of the ``shapes``
+  policy — ``trained`` (default) the config's ``parallel.budgets``: ``planned`` = the trainer's plan
+  (``plan.plan_run``: compose auto resolved by planned cost, budgets from every step of the planned
+  epochs, the trainer's 1 .. ``train.epochs``), ``buckets`` = the need rounded up to the shape grid
+  (``plan.paid_budget``);
   ``buckets`` that grid whatever the config says; ``exact`` the need itself ("exact (no padding to
   budgets)", a bound no run reaches) — as ``padding.padded_work`` (``scan``: W x the edge budget)
   times ``slowdown`` (1 on real accelerators; the share of a CPU when fake devices share a host, see
@@ -255,8 +256,9 @@ class Setup:
       shapes: what a window-parallel step is charged (``SHAPES``): "trained" (the config's
         ``parallel.budgets``, as the trainer pays), "buckets" or "exact". Default: "trained", or
         "buckets" when the legacy ``bucket_ratio`` is > 0.
-      layout: the packed layout of the window-parallel methods (``config.step_layout``: "flat" or
-        "scan"); snapshot / vertex keep their own analytic models.
+      layout: the packed layout of the window-parallel methods (``config.step_layout``: "scan", "flat"
+        or "last"; the instance's costs are viewed in it, ``padding.layout_view``); snapshot / vertex
+        keep their own analytic models.
       parallel: the ``parallel`` config section: budgets, max_budgets, compile_steps, budget_align,
         bucket_ratio, min_bucket.
       planned_epochs: planned budgets are planned from the steps of epochs 1 .. this (the trainer's

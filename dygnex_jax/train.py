@@ -133,7 +133,7 @@ class Trainer:
         self.graph = graph if graph is not None else _datasets.load_dataset(c.data)
         self.task = c.data.task
         self.windows = task_windows(self.graph, c.data)
-        self.layout = step_layout(c)  # the packed edge layout (padding.py): flat or scan
+        self.layout = step_layout(c)  # the packed edge layout (padding.py): scan, flat or last
         # the training windows' real work as the layout runs it (``padding.layout_view``)
         self.train_costs = layout_view(
             self.windows.costs("train", c.data.neg_mult), self.windows.edge_profile("train"), self.layout
