@@ -137,8 +137,11 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "schedule":
             from . import plan
 
+            import jax  # the backend: fake CPU devices share the cores (the auto compile price)
+
             devices = args.devices or config.parallel.devices or 8
-            result = plan.plan(config, devices)
+            slowdown = plan.shared_cores(devices, plan.available_cores(), jax.default_backend())
+            result = plan.plan(config, devices, slowdown=slowdown)
             plan.print_table([result])
             if args.json:
                 plan.write_json(result, args.json)

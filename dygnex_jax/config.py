@@ -156,6 +156,11 @@ class ScheduleConfig:
     # B consecutive windows of the cost order. Later ones balance better, earlier ones mix better.
     # "auto": sorted while B/P <= 4 (few windows per device balance only when similar), else strata.
     compose: str = "auto"
+    # Cost-ordered methods under planned budgets: fit every planned epoch's steps to one budget
+    # (schedule.greedy.balance_epoch: windows swapped across the steps of an epoch so the largest
+    # (step, device) slot per column shrinks, earlier epochs' maxima as the floor); false: each step
+    # balanced on its own.
+    fit_epochs: bool = True
     alpha: float = 1.0  # padded-objective weight of max nodes per device
     beta: float = 1.0  # ... of max edges per device
     gamma: float = 1.0  # ... of max target pairs per device
@@ -202,13 +207,17 @@ class ParallelConfig:
     # Run a step on an already-compiled larger budget when its padded work is at most this fraction
     # above the step's own bucket: fewer compilations for a little padding (0 = never).
     reuse_slack: float = 0.25
-    # A compilation's price in steps. Measured on the 2-core CPU (EvolveGCN-O, Bitcoin-OTC / UCI, 8 fake
-    # devices, B = 32): one more budget compiled in 0.7 s against 0.6-0.9 s steps, so about one step
-    # (on a GPU, whose steps take milliseconds, it is hundreds). planned: a budget more is worth it only
-    # if it saves this many average steps of padded work. buckets: rent a larger compiled budget rather
-    # than compile a new one until the padded work rented for that bucket would pass this many steps of
-    # the larger budget, then compile it (ski rental; 0 = never rent).
-    compile_steps: float = 1.0
+    # A compilation's price in steps. planned: a budget more is worth it only if it saves this many
+    # average steps of padded work. buckets: rent a larger compiled budget rather than compile a new one
+    # until the padded work rented for that bucket would pass this many steps of the larger budget, then
+    # compile it (ski rental; 0 = never rent). -1 (auto): compile_seconds over the cost model's predicted
+    # seconds of an average planned step (devices sharing CPU cores counted: P fake devices on C cores
+    # run P / C times slower), the same on every process. It is ~1 step for 8 fake devices at B = 32 on
+    # 2 cores, ~12 for EvolveGCN-O on 2 (0.12 s steps), hundreds on a GPU (millisecond steps).
+    compile_steps: float = -1.0
+    # compile_steps=-1: the expected seconds of one training-step compilation, lowering included
+    # (measured on the 2-core CPU: EvolveGCN-O 1.4 s, T-GCN 1.8 s, GCRN-GRU 2.1 s).
+    compile_seconds: float = 1.5
     # schedule.method=snapshot: micro-batches per step flowing through the time pipeline (0 = P).
     micro_batches: int = 0
     # schedule.method=vertex: node ranges by "contiguous" count, or balanced by "degree" (1 + in-degree).
@@ -437,8 +446,12 @@ def validate(config: Config) -> None:
             f"parallel.budget_align must be in 1..4096, got {config.parallel.budget_align}",
         ),
         (
-            config.parallel.compile_steps >= 0,
-            f"parallel.compile_steps must be >= 0, got {config.parallel.compile_steps}",
+            config.parallel.compile_steps >= 0 or config.parallel.compile_steps == -1,
+            f"parallel.compile_steps must be >= 0, or -1 (auto), got {config.parallel.compile_steps}",
+        ),
+        (
+            0 < config.parallel.compile_seconds <= 86400,
+            f"parallel.compile_seconds must be in (0, 86400], got {config.parallel.compile_seconds}",
         ),
     ]
     for ok, message in checks:

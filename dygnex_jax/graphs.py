@@ -92,13 +92,14 @@ def _pack_graph(work: DeviceWork, budget: Budget, window_len: int, arrays: dict,
 
     ``layout`` (see padding.py): ``scan`` gives edges per time offset [W, E] in packed node ids;
     ``flat`` gives all offsets' edges in one list [E] of node-time ids ``tau * N + node`` (padding edges
-    join the last offset's padding node, ``W * N - 1``, to itself); ``last`` the same list with the
-    last offset's edges alone."""
+    join the last offset's padding node, ``W * N - 1``, to itself); ``last`` gives the last offset's
+    edges alone, [1, E] in packed node ids (the scan layout's last row: a model tells it by its one
+    row against W offsets of node inputs)."""
     check_layout(layout)
     n, e, q, k, w = budget.nodes, budget.edges, budget.pairs, budget.windows, window_len
-    flat = layout != "scan"  # flat and last: one list over the node-time grid
+    flat = layout == "flat"  # one list over the node-time grid
     pad = w * n - 1 if flat else n - 1
-    shape = (e,) if flat else (w, e)
+    shape = (e,) if flat else (1, e) if layout == "last" else (w, e)
     out = {
         "senders": np.full(shape, pad, np.int32),
         "receivers": np.full(shape, pad, np.int32),
@@ -133,12 +134,13 @@ def _pack_graph(work: DeviceWork, budget: Budget, window_len: int, arrays: dict,
                 out["edge_mask"][lo:hi] = mask
                 flat_off = hi
                 continue
+            row = 0 if layout == "last" else tau  # last: the one row holds offset W-1
             lo, hi = edge_off[tau], edge_off[tau] + len(edges)
             if hi > e:
                 raise ValueError("the work does not fit the budget")
-            out["senders"][tau, lo:hi] = edges[:, 0] + node_off
-            out["receivers"][tau, lo:hi] = edges[:, 1] + node_off
-            out["edge_mask"][tau, lo:hi] = mask
+            out["senders"][row, lo:hi] = edges[:, 0] + node_off
+            out["receivers"][row, lo:hi] = edges[:, 1] + node_off
+            out["edge_mask"][row, lo:hi] = mask
             edge_off[tau] = hi
         place(out, j, node_off, m, pair_off)
         node_off += m

@@ -9,8 +9,9 @@ of a step is padded to. Its edge dimension depends on the model's *layout*:
 * ``flat``: the edges of all W offsets in one list [E] over the [W x N] node-time grid (models whose
   graph operators do not read the recurrent state, ``config.FLAT_LAYOUT_MODELS``); the device pays E
   edges and a step needs E = the largest per-device sum over offsets.
-* ``last``: the flat list holding the last offset's edges alone (models whose output reads no other
-  offset's graph, ``config.LAST_OFFSET_MODELS``: EvolveGCN-O). Its real work counts those edges only:
+* ``last``: the last offset's edges alone, arrays [1, E] (models whose output reads no other offset's
+  graph, ``config.LAST_OFFSET_MODELS``: EvolveGCN-O, whose GCNs then run on that offset's N node rows
+  alone). Its real work counts those edges only:
   ``layout_view`` gives the windows' costs and edge profiles as this layout sees them (the other
   offsets empty), and every function below then treats it as ``flat``.
 

@@ -118,7 +118,7 @@ def ring_allgather_seconds(n_bytes: float, p: int, link: Link) -> float:
 
 def host_slowdown(devices_on_host: int, cores: int) -> float:
     """Compute slowdown when ``devices_on_host`` fake CPU devices share ``cores`` cores (0: none)."""
-    return max(1.0, devices_on_host / cores) if cores > 0 else 1.0
+    return planning.shared_cores(devices_on_host, cores if cores > 0 else None)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -336,7 +336,8 @@ class Setup:
         when = f"epochs 1..{e[-1]}" if self.planned_epochs else f"epoch {e[0]} alone"
         return (
             f"{prefix}planned budgets (at most {p.max_budgets}, a compilation priced at "
-            f"{p.compile_steps:g} steps, aligned to {p.budget_align}, planned from {when}; "
+            + (f"{p.compile_steps:g} steps" if p.compile_steps >= 0 else f"{p.compile_seconds:g} s of predicted steps")
+            + f", aligned to {p.budget_align}, planned from {when}; "
             f"unforeseen steps: buckets {grid})"
         )
 
@@ -389,6 +390,9 @@ def charged_budgets(inst: Instance, method: str, p: int, setup: Setup) -> dict:
         layout,
         settings,
         sorted({*horizon, setup.epoch}),
+        step_seconds=planning.step_seconds_fn(
+            setup.model, w, layout, setup.slowdown or host_slowdown(p, setup.host_cores)
+        ),
     )
     scheds, needs, budgets = run.schedules, run.needs, run.budgets
     mine = needs[setup.epoch]

@@ -165,6 +165,7 @@ class Trainer:
         self.compile_seconds_ahead = 0.0  # ahead-of-time compilation of the planned budgets
         self.compile_seconds = 0.0  # all training-step compilation: ahead of time, and on demand
         self.overflow_steps = 0  # training steps no planned budget held (bucketed instead)
+        self._slowdown: float | None = None  # see ``slowdown``
         self.step_log: list[tuple[np.ndarray, float]] = []  # (padded work, seconds) of compiled steps
         example = self.pack([[0]], "train", epoch=0, rows=[0])[0]
         self._budgets.clear()  # the init example is not a training step (nothing was compiled to rent)
@@ -224,6 +225,23 @@ class Trainer:
     # --- budgets planned per run ------------------------------------------------------------------
 
     @property
+    def slowdown(self) -> float:
+        """How much slower a device runs than the cost model predicts because this process's devices
+        share its CPU cores (``plan.shared_cores``; 1 for a profiled cost model, measured as the devices
+        ran); averaged over the processes, so all agree."""
+        if self._slowdown is None:
+            if self.cost_model.source != "analytic":  # measured on the machine: contention included
+                self._slowdown = 1.0
+                return self._slowdown
+            local = planning.shared_cores(len(self.local_rows), planning.available_cores(), jax.default_backend())
+            self._slowdown = parallel.sum_over_processes(local) / jax.process_count()
+        return self._slowdown
+
+    def step_seconds(self, budget: Budget) -> float:
+        """Predicted seconds of a training step on ``budget`` (the cost model x ``slowdown``)."""
+        return planning.step_seconds_fn(self.cost_model, self.windows.window, self.layout, self.slowdown)(budget)
+
+    @property
     def plans_budgets(self) -> bool:
         return self.config.parallel.budgets == "planned" and self.method in WINDOW_METHODS
 
@@ -246,6 +264,7 @@ class Trainer:
             self.settings,
             planning.planned_epochs(self.config),
             self.train_costs,
+            step_seconds=self.step_seconds,
         )
         self.compose = run.compose
         self._schedules.update(run.schedules)
@@ -254,7 +273,7 @@ class Trainer:
         self.plan_note = (
             f"planned {len(self.planned)} training budget(s) for "
             f"{sum(len(n) for n in run.needs.values())} steps of epochs 1..{len(run.schedules)} "
-            f"({self.layout} layout, compose {run.compose}"
+            f"({self.layout} layout, compose {run.compose}{' fitted' if run.fitted else ''}"
             + (f"; planned cost by composition: {tried}" if tried else "")
             + f"; {time.perf_counter() - start:.1f} s)"
         )
@@ -321,7 +340,8 @@ class Trainer:
         compiled budget that holds it, if its padded work is within ``parallel.reuse_slack`` of the
         step's own, or if renting it stays within the price of a compilation (``parallel.compile_steps``,
         ski rental: the extra padded work every step of this bucket has run on larger budgets is summed,
-        and the bucket is compiled once that sum would pass ``compile_steps`` steps of the larger budget,
+        and the bucket is compiled once that sum would pass ``compile_steps`` steps of the larger budget
+        (-1: ``plan.compile_steps``, the compile seconds over that budget's predicted step seconds),
         so no bucket costs more than twice the cheaper of always compiling and always renting); else
         itself (a new compilation). Deterministic in the steps so far: every process chooses alike."""
         cost = self.padded_cost
@@ -342,7 +362,7 @@ class Trainer:
             paid = self._rent.get(budget, 0.0)
             if cost(best) <= (1.0 + self.config.parallel.reuse_slack) * cost(budget):
                 chosen = best
-            elif paid + extra <= self.config.parallel.compile_steps * cost(best):
+            elif paid + extra <= planning.compile_steps(self.config, self.step_seconds(best)) * cost(best):
                 self._rent[budget] = paid + extra
                 chosen = best
         self._budgets.add(chosen)
@@ -436,8 +456,12 @@ class Trainer:
         return {k: v[self.local_rows] for k, v in batch.items()}
 
     def comm_bytes(self, batch: dict) -> dict[str, float]:
-        """Bytes the step's collectives move for a batch of this shape (traced once per shape)."""
-        key = tuple((k, v.shape) for k, v in sorted(batch.items()))
+        """Bytes the step's collectives move for a batch of this shape (traced once per shape; once per
+        run for the whole-window methods, whose only collectives are the parameter-sized all-reduces)."""
+        if self.method in WINDOW_METHODS:
+            key = ("whole windows",)
+        else:
+            key = tuple((k, v.shape) for k, v in sorted(batch.items()))
         if key not in self._comm_bytes:
             # the global shapes: a process holds only its devices' rows of the leading P axis
             shapes = {

@@ -2,6 +2,7 @@
 paid as the ``schedule`` command says, the same training as bucketed budgets, and the persistent
 compilation cache changes no bit."""
 
+import dataclasses
 import json
 
 import jax
@@ -73,10 +74,17 @@ def test_compose_auto_keeps_the_cheapest_planned_composition():
     candidates (up to the margin that favours the earlier, better-mixing ones)."""
     tr = make("train.batch_size=6")
     run = plan.plan_run(tr.windows, tr.config, tr.n_devices, tr.layout, tr.settings, [1, 2, 3])
-    assert set(run.tried) == set(plan.COMPOSE_CANDIDATES)
+    # every composition as scheduled and fitted to one budget per epoch (schedule.fit_epochs)
+    assert set(run.tried) == {*plan.COMPOSE_CANDIDATES, plan.COMPOSE_CANDIDATES[0] + " fitted"}
     assert run.compose in plan.COMPOSE_CANDIDATES
-    assert run.tried[run.compose] <= min(run.tried.values()) / (1 - plan.COMPOSE_MARGIN) + 1e-9
+    chosen = run.tried[run.compose + (" fitted" if run.fitted else "")]
+    assert chosen == pytest.approx(run.cost)
+    assert chosen <= min(run.tried.values()) / (1 - plan.COMPOSE_MARGIN) + 1e-9
     assert all(any(b.holds(n) for b in run.budgets) for ns in run.needs.values() for n in ns)
+    off = plan.plan_run(
+        tr.windows, tr.config, tr.n_devices, tr.layout, dataclasses.replace(tr.settings, fit_epochs=False), [1, 2]
+    )
+    assert set(off.tried) == set(plan.COMPOSE_CANDIDATES) and not off.fitted
 
 
 def test_results_are_bit_identical_with_the_cache_off_cold_and_warm(tmp_path):

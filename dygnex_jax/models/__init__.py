@@ -9,7 +9,9 @@ the W*N node-time rows (id ``tau * N + node``; padding edges ``W*N - 1 -> W*N - 
 device pays the sum of the offsets' edges instead of W times the largest. Only models whose graph operators
 never read their recurrent state can take it: their GCNs then run once over all offsets and the recurrence
 runs node-wise afterwards. A model tells the layouts apart by ``batch["senders"].ndim`` (1: flat, 2: scan);
-both take the same parameters.
+both take the same parameters. ``last`` (``LAST_OFFSET_MODELS``: EvolveGCN-O): edges [1, E] of the last
+offset alone in packed node ids, told apart from ``scan`` by their one row against W offsets of node inputs;
+a model that reads every offset rejects it (its scan sees mismatched time axes).
 """
 
 from __future__ import annotations

@@ -18,6 +18,10 @@ Flat layout (``batch["senders"]`` [E_total] over the node-time grid, ids ``tau *
 ``models.FLAT_LAYOUT_MODELS``): the same scan evolves the weights alone (no graph), then every layer runs one
 batched matmul ``[W, N, in] x [W, in, out]`` and one GCN over all W*N node-time rows at once, so the edges
 cost their sum over offsets instead of W times the largest offset. Same parameters, same values.
+
+Last layout (edges [1, E] of the last offset alone, ``config.LAST_OFFSET_MODELS``): the output at offset
+W-1 reads only that offset's graph and inputs (layer l at tau uses layer l-1 at tau and the evolved
+weights of tau), so after the weights evolve, each layer runs once on N node rows.
 """
 
 from __future__ import annotations
@@ -91,7 +95,33 @@ class EvolveGCNO(nn.Module):
     def __call__(self, batch: dict) -> jax.Array:
         if batch["senders"].ndim == 1:
             return self.flat(batch)
+        w_len = (batch["x"] if "x" in batch else batch["feat"]).shape[0]
+        if batch["senders"].shape[0] < w_len:
+            return self.last(batch)
         return self.advance(self.initial_carry(batch["node_window"].shape[0]), batch)[1]
+
+    def evolved_weights(self, valid: jax.Array) -> tuple[jax.Array, ...]:
+        """The GCN weights of every time offset, per layer [W, in, out] (``valid`` [W]: a padded offset
+        keeps the previous weights): the recurrence alone, which never reads the graph."""
+        none = (None,) * 4
+        _, per_tau = self.step((self.initial_weights, None), (*none, valid))
+        return per_tau
+
+    def last(self, batch: dict) -> jax.Array:
+        """``__call__`` on a last-layout batch (``graphs``: edges [1, E] of the last offset alone, node
+        inputs of all W offsets): the weights evolve over all W offsets, then each layer's GCN runs on
+        the last offset's graph alone — the only one the output reads — so the node work is N rows, not
+        W x N. The last offset of a whole-window step is always valid. Returns [N, hidden]."""
+        if self.comm != LOCAL:
+            raise ValueError("the last-offset layout holds one device's whole graph: vertex partition needs 'scan'")
+        last = {k: batch[k][-1:] for k in ("x", "feat") if k in batch}
+        h = node_inputs(last, self.num_features)[0]  # [N, F] at offset W-1
+        w_len = (batch["x"] if "x" in batch else batch["feat"]).shape[0]
+        per_tau = self.evolved_weights(jnp.ones(w_len, bool))
+        edges = (batch["senders"][0], batch["receivers"][0], batch["edge_mask"][0])
+        for w in per_tau:
+            h = jax.nn.relu(gcn_aggregate(h @ w[-1], *edges))
+        return h
 
     def flat(self, batch: dict) -> jax.Array:
         """``__call__`` on a flat-layout batch (edges [E_total] over the W*N node-time rows): the weights
@@ -104,8 +134,7 @@ class EvolveGCNO(nn.Module):
         x = node_inputs(batch, self.num_features)  # [W, N, F]
         w_len, n = x.shape[:2]
         valid = batch.get("valid", jnp.ones(w_len, bool))
-        none = (None,) * 4
-        _, per_tau = self.step((self.initial_weights, None), (*none, valid))  # per layer [W, in, out]
+        per_tau = self.evolved_weights(valid)  # per layer [W, in, out]
         edges = (batch["senders"], batch["receivers"], batch["edge_mask"])
         h = x
         for w in per_tau:

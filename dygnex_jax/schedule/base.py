@@ -41,6 +41,7 @@ class ScheduleSettings(Protocol):
     solver: str
     ilp_warm_start: bool
     node_limit: int
+    fit_epochs: bool
 
 
 @dataclasses.dataclass

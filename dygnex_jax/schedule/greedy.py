@@ -286,6 +286,8 @@ def improve(
     weights: np.ndarray,
     max_iters: int,
     max_work: float = np.inf,
+    groups: np.ndarray | None = None,
+    floor: np.ndarray | None = None,
 ) -> tuple[np.ndarray, dict]:
     """Moves, then swaps, off the devices at a per-dimension maximum, best improvement first.
 
@@ -293,6 +295,10 @@ def improve(
       c: [n, 3] window costs of one step. device: [n] initial devices (not modified).
       max_iters: at most this many moves/swaps.
       max_work: stop once this much work (see ``LOCAL_WORK_ITERATION``) is spent.
+      groups: [P] a group per device (``balance_epoch``: the step of a (step, device) slot); a move
+        stays within its group (window counts per group are kept), a swap may cross groups.
+      floor: [3] per-dimension loads the objective never goes below (``w · max(floor, max_p load_p)``):
+        a budget already paid for, so lowering a maximum under it gains nothing.
     Returns:
       (device [n], stats {"iterations", "moves", "swaps", "work"}).
     """
@@ -305,10 +311,16 @@ def improve(
     w = weights[active]
     c = c[:, active]
     scalar = c @ w
+    real_devices = n_devices
+    if floor is not None:  # a phantom device holding the floor, no window, no partner
+        n_devices += 1
+        groups = np.concatenate([groups if groups is not None else np.zeros(real_devices, np.int64), [-1]])
     loads = device_loads(c, device, n_devices)
+    if floor is not None:
+        loads[real_devices] = np.asarray(floor, np.float64)[active]
     sload = loads @ w
-    all_partners = n_devices <= ALL_PARTNERS_MAX_DEVICES
-    k_part = min(SWAP_PARTNERS, n_devices)
+    all_partners = real_devices <= ALL_PARTNERS_MAX_DEVICES
+    k_part = min(SWAP_PARTNERS, real_devices)
     for _ in range(max_iters):
         if stats["work"] >= max_work:
             break
@@ -325,9 +337,9 @@ def improve(
         a_pos = pos[a]
         ca, sa = c[ka], scalar[ka]
         if all_partners:
-            pb = np.arange(n_devices)
+            pb = np.arange(real_devices)
         else:  # the k lightest devices in every weighted dimension and in the scalar load
-            keys = np.column_stack([loads, sload])
+            keys = np.column_stack([loads[:real_devices], sload[:real_devices]])
             pb = np.unique(np.argpartition(keys, k_part - 1, axis=0)[:k_part])
         load_b, sload_b = loads[pb], sload[pb]
         om = _other_max(vals, idx, src, pb)  # [ns, nb, D] max over devices not in {src, pb}
@@ -335,6 +347,8 @@ def improve(
         new_a = loads[a] - ca  # [na, D]
         fm = np.maximum(np.maximum(om[a_pos], new_a[:, None, :]), load_b[None] + ca[:, None, :]) @ w
         fm[a[:, None] == pb[None, :]] = np.inf
+        if groups is not None:
+            fm[groups[a][:, None] != groups[pb][None, :]] = np.inf
         sq = 2.0 * sa[:, None] * (sload_b[None, :] - sload[a][:, None] + sa[:, None])
         best = _pick(fm - f, sq, tol, tol * f, plateau)
         kind = "move"
@@ -441,6 +455,39 @@ def place_steps(
         "local_search_capped_steps": int(capped),
     }
     return devices, info
+
+
+def balance_epoch(
+    costs: np.ndarray,
+    steps: list[list[np.ndarray]],
+    weights: np.ndarray,
+    floor: np.ndarray | None = None,
+    max_work: float = LOCAL_WORK_EPOCH,
+) -> tuple[list[list[np.ndarray]], np.ndarray, dict]:
+    """One epoch's steps fitted to one budget: the local search of ``improve`` over all (step, device)
+    slots of the epoch at once, on ``w · max(floor, max over slots of load)``, with swaps across steps
+    and moves within a step (every step keeps its windows' count, every device its share of it).
+
+    Under planned budgets a step pays the cheapest budget holding its need, so what an epoch pays is
+    set by its largest slots, not by each step's own balance: a heavy step swaps its heaviest windows
+    for lighter ones of a light step. ``floor``: the per-column maxima already paid (earlier epochs'),
+    below which nothing is gained. Deterministic (work-bounded like ``improve``).
+
+    Returns (steps [s][p] window ids, [D] the per-column maxima over the slots, stats).
+    """
+    n_devices = len(steps[0]) if steps else 0
+    parts = [(g, s * n_devices + p) for s, st in enumerate(steps) for p, g in enumerate(st)]
+    if not parts:
+        return steps, np.zeros(costs.shape[1]), {"iterations": 0, "moves": 0, "swaps": 0, "work": 0}
+    ids = np.concatenate([np.asarray(g, np.int64) for g, _ in parts])
+    slot = np.concatenate([np.full(len(g), k, np.int64) for g, k in parts])
+    n_slots = len(steps) * n_devices
+    groups = np.repeat(np.arange(len(steps)), n_devices)
+    cap = LOCAL_ITERS_PER_WINDOW * len(ids) + LOCAL_ITERS_MIN
+    slot, stats = improve(costs[ids], slot, n_slots, weights, cap, max_work, groups=groups, floor=floor)
+    out = [[ids[slot == s * n_devices + p] for p in range(n_devices)] for s in range(len(steps))]
+    maxima = device_loads(costs[ids], slot, n_slots).max(axis=0)
+    return out, maxima, stats
 
 
 def split_by_device(ids: np.ndarray, device: np.ndarray, n_devices: int) -> list[np.ndarray]:
