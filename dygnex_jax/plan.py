@@ -176,8 +176,8 @@ class RunPlan:
       needs: epoch -> the exact need of every step.
       budgets: the planned budgets (cheapest first); [] without planning.
       cost: Σ over the planned steps of the padded cost paid + the compile price x budgets.
-      tried: composition -> its planned cost (compose auto; " fitted": with ``fit_epochs``), for the log.
-      fitted: whether the trained schedules were fitted to one budget per epoch (``fit_epochs``).
+      tried: candidate -> its planned cost (compose auto; "fitted": ``fit_epochs``), for the log.
+      fitted: how the trained schedules were fitted (``fit_epochs``): "", "one budget" or "per budget".
     """
 
     compose: str
@@ -186,7 +186,7 @@ class RunPlan:
     budgets: list
     cost: float
     tried: dict
-    fitted: bool = False
+    fitted: str = ""
 
 
 def plan_run(
@@ -223,13 +223,21 @@ def plan_run(
 
     fits = planned and cost_ordered and settings.fit_epochs
 
-    def attempt(method: str, compose: str, fit: bool = False) -> tuple:
+    def attempt(method: str, compose: str) -> tuple:
         st = dataclasses.replace(settings, method=method, compose=compose)
         scheds = {e: schedule(sched_costs, devices, b, st, seed=config.train.seed, epoch=e) for e in epochs}
-        if fit:
-            scheds = fit_epochs(scheds, sched_costs, cost_weights(settings, sched_costs.shape[1]))
-        needs = {e: step_needs(costs, profile, scheds[e], layout, slots) for e in epochs}
-        return scheds, needs
+        return scheds, {e: step_needs(costs, profile, scheds[e], layout, slots) for e in epochs}
+
+    def fitted(scheds: dict, needs: dict, budgets: list | None) -> tuple:
+        """``fit_epochs`` of ``scheds``: to one budget (``budgets`` None), or per planned budget."""
+        classes = None
+        if budgets is not None:
+            classes = {
+                e: [budgets.index(cheapest_holding(n, budgets, ws.window, layout, weights)) for n in needs[e]]
+                for e in epochs
+            }
+        scheds = fit_epochs(scheds, sched_costs, cost_weights(settings, sched_costs.shape[1]), classes)
+        return scheds, {e: step_needs(costs, profile, scheds[e], layout, slots) for e in epochs}
 
     def planned_cost(needs: dict, price: float) -> tuple[list, float]:
         flat = [n for e in epochs for n in needs[e]]
@@ -253,53 +261,73 @@ def plan_run(
         scheds, needs = attempt(settings.method, compose) if epochs else ({}, {})
         return RunPlan(compose, scheds, needs, [], 0.0, {})
     composes = COMPOSE_CANDIDATES if cost_ordered and settings.compose == "auto" else (settings.compose,)
-    # each composition as scheduled; with schedule.fit_epochs also the first one fitted to one budget
-    # per epoch (fitted, the compositions end alike: measured within 4 % of each other on Bitcoin-OTC
-    # / UCI / AS-733, so one is fitted, the best-mixing one, at a third of the time)
-    candidates = [(c, False) for c in composes]
-    if fits:
-        candidates.insert(1, (composes[0], True))
     # cost-ordered methods: compositions are compared on DyGNeX-G (DyGNeX-L has the same steps)
     method = "dygnex_g" if cost_ordered else settings.method
     tried, best = {}, None
     price = None
-    for compose, fit in candidates:
-        scheds, needs = attempt(method, compose, fit)
+
+    def consider(name, compose, fit, scheds, needs, margin):
+        nonlocal best
+        budgets, total = planned_cost(needs, price)
+        tried[name] = total
+        if best is None or total < best[4] * (1.0 - margin):
+            best = (compose, fit, scheds, needs, total, budgets)
+        return budgets
+
+    plain = {}
+    for compose in composes:
+        scheds, needs = attempt(method, compose)
         if price is None:  # one price for every candidate: the first one's average step
             flat = [n for e in epochs for n in needs[e]]
             price = compile_price(flat, config, ws.window, layout, weights, step_seconds)
-        budgets, total = planned_cost(needs, price)
-        tried[compose + (" fitted" if fit else "")] = total
-        if best is None or total < best[4] * (1.0 - COMPOSE_MARGIN):
-            best = (compose, fit, scheds, needs, total, budgets)
+        plain[compose] = (scheds, needs, consider(compose, compose, "", scheds, needs, COMPOSE_MARGIN))
+    if fits:
+        # (1) every composition fitted to one budget per epoch; (2) the best plain composition fitted
+        # per planned budget, each budget class apart
+        chosen = best[0]
+        for compose in composes:
+            scheds, needs = fitted(*plain[compose][:2], None)
+            consider(f"{compose} fitted", compose, "one budget", scheds, needs, 0.0)
+        scheds, needs = fitted(*plain[chosen])
+        consider(f"{chosen} fitted per budget", chosen, "per budget", scheds, needs, 0.0)
     compose, fit, scheds, needs, total, budgets = best
     if settings.method == "dygnex_l":  # its own placements, kept where they pay less than greedy's
-        l_scheds, l_needs = attempt(settings.method, compose, fit)
+        l_scheds, l_needs = attempt(settings.method, compose)
+        if fit:
+            l_budgets = planned_cost(l_needs, price)[0] if fit == "per budget" else None
+            l_scheds, l_needs = fitted(l_scheds, l_needs, l_budgets)
         l_budgets, l_total = planned_cost(l_needs, price)
         if l_total <= total:
             scheds, needs, budgets, total = l_scheds, l_needs, l_budgets, l_total
         else:  # per step L balances better, but the run's budgets fit greedy's steps better
             why = f"greedy kept: its steps pay {total:.4g} on their planned budgets, DyGNeX-L's {l_total:.4g}"
             scheds = {e: dataclasses.replace(sc, method="dygnex_l", fallback=why) for e, sc in scheds.items()}
-    return RunPlan(compose, scheds, needs, budgets, total, tried if len(candidates) > 1 else {}, fit)
+    return RunPlan(compose, scheds, needs, budgets, total, tried if len(tried) > 1 else {}, fit)
 
 
-def fit_epochs(scheds: dict, sched_costs: np.ndarray, weights: np.ndarray) -> dict:
-    """Every epoch's steps fitted to one budget (``schedule.fit_epochs``; ``greedy.balance_epoch``), in
-    epoch order, each epoch's floor the per-column maxima of the epochs before it (a later epoch
-    gains nothing below what an earlier one already pays). The time it takes is added to each
-    schedule's ``seconds``; deterministic."""
-    out, floor = {}, None
+def fit_epochs(scheds: dict, sched_costs: np.ndarray, weights: np.ndarray, classes: dict | None = None) -> dict:
+    """Every epoch's steps fitted to their budget (``schedule.fit_epochs``; ``greedy.balance_epoch``):
+    with ``classes`` None all steps of an epoch as one budget; else ``classes[e]`` gives every step of
+    epoch e a budget class (the planned budget it pays) and the steps of each class are fitted
+    together, so a heavy class stays heavy. Epochs in order, each class's floor the per-column maxima
+    of that class in the epochs before (a later epoch gains nothing below what an earlier one already
+    pays). The time it takes is added to each schedule's ``seconds``; deterministic."""
+    out, floors = {}, {}
     for e in sorted(scheds):
         sc = scheds[e]
         start = time.perf_counter()
-        steps, maxima, stats = balance_epoch(sched_costs, sc.steps, weights, floor)
-        floor = maxima if floor is None else np.maximum(floor, maxima)
+        steps = list(sc.steps)
+        cls = classes[e] if classes is not None else [0] * len(steps)
+        totals = {"iterations": 0, "moves": 0, "swaps": 0, "work": 0}
+        for c in sorted(set(cls)):
+            idx = [i for i, x in enumerate(cls) if x == c]
+            fitted, maxima, stats = balance_epoch(sched_costs, [steps[i] for i in idx], weights, floors.get(c))
+            floors[c] = maxima if c not in floors else np.maximum(floors[c], maxima)
+            for i, f in zip(idx, fitted):
+                steps[i] = f
+            totals = {k: totals[k] + stats[k] for k in totals}
         out[e] = dataclasses.replace(
-            sc,
-            steps=steps,
-            seconds=sc.seconds + time.perf_counter() - start,
-            info={**sc.info, "fit_epochs": stats},
+            sc, steps=steps, seconds=sc.seconds + time.perf_counter() - start, info={**sc.info, "fit_epochs": totals}
         )
     return out
 
@@ -405,7 +433,7 @@ def print_table(rows: list[dict], stream=sys.stdout) -> None:
     )
     print(head, file=stream)
     for r in rows:
-        compose = r.get("compose", "") + (" fitted" if r.get("fitted") else "")
+        compose = r.get("compose", "") + ("+fit" if r.get("fitted") else "")
         print(
             f"{r['method']:<10} {r['devices']:>4} {r['batch_size']:>4} {r['layout']:>6} {compose:>14} "
             f"{r['padding_efficiency']:>8.3f} {r['packed_padding_efficiency']:>8.3f} "

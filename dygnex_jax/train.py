@@ -273,7 +273,7 @@ class Trainer:
         self.plan_note = (
             f"planned {len(self.planned)} training budget(s) for "
             f"{sum(len(n) for n in run.needs.values())} steps of epochs 1..{len(run.schedules)} "
-            f"({self.layout} layout, compose {run.compose}{' fitted' if run.fitted else ''}"
+            f"({self.layout} layout, compose {run.compose}{', fitted to ' + run.fitted if run.fitted else ''}"
             + (f"; planned cost by composition: {tried}" if tried else "")
             + f"; {time.perf_counter() - start:.1f} s)"
         )

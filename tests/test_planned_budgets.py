@@ -75,9 +75,12 @@ def test_compose_auto_keeps_the_cheapest_planned_composition():
     tr = make("train.batch_size=6")
     run = plan.plan_run(tr.windows, tr.config, tr.n_devices, tr.layout, tr.settings, [1, 2, 3])
     # every composition as scheduled and fitted to one budget per epoch (schedule.fit_epochs)
-    assert set(run.tried) == {*plan.COMPOSE_CANDIDATES, plan.COMPOSE_CANDIDATES[0] + " fitted"}
-    assert run.compose in plan.COMPOSE_CANDIDATES
-    chosen = run.tried[run.compose + (" fitted" if run.fitted else "")]
+    one = {*plan.COMPOSE_CANDIDATES, *(f"{c} fitted" for c in plan.COMPOSE_CANDIDATES)}
+    per_budget = {f"{c} fitted per budget" for c in plan.COMPOSE_CANDIDATES}
+    assert one <= set(run.tried) <= one | per_budget and len(run.tried) == len(one) + 1
+    assert run.compose in plan.COMPOSE_CANDIDATES and run.fitted in ("", "one budget", "per budget")
+    name = run.compose + {"": "", "one budget": " fitted", "per budget": " fitted per budget"}[run.fitted]
+    chosen = run.tried[name]
     assert chosen == pytest.approx(run.cost)
     assert chosen <= min(run.tried.values()) / (1 - plan.COMPOSE_MARGIN) + 1e-9
     assert all(any(b.holds(n) for b in run.budgets) for ns in run.needs.values() for n in ns)

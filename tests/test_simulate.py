@@ -123,7 +123,7 @@ def test_step_time_is_the_cost_model_of_the_paid_budget(layout, shapes):
     """Every step costs the cost model on ``padding.padded_work`` of the budget ``plan.py`` pays for
     the step's exact need (``plan.step_needs``; planned budgets from the planned epochs' needs)."""
     from dygnex_jax import plan
-    from dygnex_jax.config import Config
+    from dygnex_jax.config import Config, TrainConfig
     from dygnex_jax.padding import padded_work
     from dygnex_jax.schedule import cost_weights, schedule
 
@@ -132,24 +132,34 @@ def test_step_time_is_the_cost_model_of_the_paid_budget(layout, shapes):
     s.schedule_cfg = dataclasses.replace(s.schedule_cfg, compose="strata")  # auto: see the next test
     r = sim.simulate(inst, "dygnex_g", p, s)
     settings = dataclasses.replace(s.schedule_cfg, method="dygnex_g")
-    config = Config(schedule=settings, parallel=s.parallel)
+    # the trainer's plan as simulate makes it: planned budgets (also the exact shapes' schedules), the
+    # auto compile price from the same cost model, epochs 1..3
+    policy = "planned" if shapes in ("trained", "exact") else "buckets"
+    config = Config(
+        schedule=settings,
+        parallel=dataclasses.replace(s.parallel, budgets=policy),
+        train=TrainConfig(batch_size=s.batch(p), seed=s.seed),
+    )
     columns = plan.scheduler_costs(sim._TrainWindows(inst), config, layout)
     assert columns.shape[1] == (3 if layout == "flat" else W + 2)
     weights = cost_weights(settings)
-    slots = plan.window_slots(s.batch(p), p)
-    needs = {
-        e: plan.step_needs(
-            inst.costs,
-            inst.profile,
-            schedule(columns, p, s.batch(p), settings, seed=s.seed, epoch=e),
-            layout,
-            slots,
-        )
-        for e in (1, 2, 3)
-    }
+    run = plan.plan_run(
+        sim._TrainWindows(inst),
+        config,
+        p,
+        layout,
+        settings,
+        [1, 2, 3],
+        step_seconds=plan.step_seconds_fn(MODEL, W, layout),
+    )
+    needs = run.needs
+    if policy == "buckets":  # no plan: the epoch's own schedule, as scheduled
+        sched = schedule(columns, p, s.batch(p), settings, seed=s.seed, epoch=2)
+        assert all(np.array_equal(a, b) for x, y in zip(sched.steps, run.schedules[2].steps) for a, b in zip(x, y))
+        assert needs[2] == plan.step_needs(inst.costs, inst.profile, sched, layout, plan.window_slots(s.batch(p), p))
     budgets = []
     if shapes == "trained":
-        budgets = plan.planned_budgets(needs[1] + needs[2] + needs[3], config, W, layout, weights)
+        budgets = run.budgets
         assert r["budgets"] == [list(b.as_tuple()) for b in budgets] and r["overflow_steps"] == 0
     for i, need in enumerate(needs[2]):
         paid = need if shapes == "exact" else plan.paid_budget(need, budgets, config, W, layout, weights)
