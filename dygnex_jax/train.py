@@ -163,6 +163,7 @@ class Trainer:
         self._schedules: dict[int, object] = {}
         self._executables: dict[Budget, object] = {}
         self.compile_seconds_ahead = 0.0  # ahead-of-time compilation of the planned budgets
+        self.plan_seconds = 0.0  # scheduling every planned epoch and planning the budgets
         self.compile_seconds = 0.0  # all training-step compilation: ahead of time, and on demand
         self.overflow_steps = 0  # training steps no planned budget held (bucketed instead)
         self._slowdown: float | None = None  # see ``slowdown``
@@ -270,6 +271,7 @@ class Trainer:
         self._schedules.update(run.schedules)
         self.planned = run.budgets
         tried = ", ".join(f"{k} {v:.3g}" for k, v in run.tried.items())
+        self.plan_seconds = time.perf_counter() - start
         self.plan_note = (
             f"planned {len(self.planned)} training budget(s) for "
             f"{sum(len(n) for n in run.needs.values())} steps of epochs 1..{len(run.schedules)} "
@@ -474,9 +476,10 @@ class Trainer:
 
     def epoch_schedule(self, epoch: int):
         """The scheduler's assignment of the training windows to steps and devices for ``epoch`` (the one
-        computed when the budgets were planned, if any)."""
+        computed when the budgets were planned, if any: kept, so an epoch run again — a restore in the
+        same process — gets the same steps, fitted to the budgets as they were planned)."""
         if epoch in self._schedules:
-            return self._schedules.pop(epoch)
+            return self._schedules[epoch]
         c = self.config
         settings = self.settings
         if self.compose and settings.compose == "auto":  # the composition the plan chose
@@ -885,6 +888,7 @@ def summarize_run(config: Config, trainer: Trainer, history: list[dict]) -> dict
         "overflow_steps": trainer.overflow_steps,
         "compile_seconds": trainer.compile_seconds,
         "compile_seconds_ahead": trainer.compile_seconds_ahead,
+        "plan_seconds": trainer.plan_seconds,  # the schedules of the planned epochs and their budgets
         # the persistent compilation cache: folder, hits and misses of this process, bytes it holds
         "compile_cache": compile_cache.stats()
         | {"bytes": compile_cache.size_bytes(compile_cache.stats()["dir"])},
