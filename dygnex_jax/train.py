@@ -277,7 +277,7 @@ class Trainer:
             f"{sum(len(n) for n in run.needs.values())} steps of epochs 1..{len(run.schedules)} "
             f"({self.layout} layout, compose {run.compose}{', fitted to ' + run.fitted if run.fitted else ''}"
             + (f"; planned cost by composition: {tried}" if tried else "")
-            + f"; {time.perf_counter() - start:.1f} s)"
+            + f"; {self.plan_seconds:.1f} s)"
         )
         if log:
             log(self.plan_note)

@@ -33,6 +33,11 @@ import jax.numpy as jnp
 from .layers import LOCAL, Comm, GRUCell, MatrixGRU, gcn_aggregate, node_inputs
 
 
+def _offsets(batch: dict) -> int:
+    """W, the time offsets of a packed batch's node inputs."""
+    return (batch["x"] if "x" in batch else batch["feat"]).shape[0]
+
+
 class _Step(nn.Module):
     dims: tuple[int, ...]
     gru: str
@@ -95,8 +100,7 @@ class EvolveGCNO(nn.Module):
     def __call__(self, batch: dict) -> jax.Array:
         if batch["senders"].ndim == 1:
             return self.flat(batch)
-        w_len = (batch["x"] if "x" in batch else batch["feat"]).shape[0]
-        if batch["senders"].shape[0] < w_len:
+        if batch["senders"].shape[0] < _offsets(batch):
             return self.last(batch)
         return self.advance(self.initial_carry(batch["node_window"].shape[0]), batch)[1]
 
@@ -116,8 +120,7 @@ class EvolveGCNO(nn.Module):
             raise ValueError("the last-offset layout holds one device's whole graph: vertex partition needs 'scan'")
         last = {k: batch[k][-1:] for k in ("x", "feat") if k in batch}
         h = node_inputs(last, self.num_features)[0]  # [N, F] at offset W-1
-        w_len = (batch["x"] if "x" in batch else batch["feat"]).shape[0]
-        per_tau = self.evolved_weights(jnp.ones(w_len, bool))
+        per_tau = self.evolved_weights(jnp.ones(_offsets(batch), bool))
         edges = (batch["senders"][0], batch["receivers"][0], batch["edge_mask"][0])
         for w in per_tau:
             h = jax.nn.relu(gcn_aggregate(h @ w[-1], *edges))
