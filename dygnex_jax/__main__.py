@@ -135,9 +135,9 @@ def main(argv: list[str] | None = None) -> int:
 
             train_and_evaluate(config, args.out)
         elif args.command == "schedule":
-            from . import plan
-
             import jax  # the backend: fake CPU devices share the cores (the auto compile price)
+
+            from . import plan
 
             devices = args.devices or config.parallel.devices or 8
             slowdown = plan.shared_cores(devices, plan.available_cores(), jax.default_backend())

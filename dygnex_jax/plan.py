@@ -41,8 +41,8 @@ from .padding import (
     step_need,
 )
 from .schedule import Schedule, cost_weights, schedule
-from .schedule.greedy import balance_epoch
 from .schedule.cost import CostModel, default_cost_model
+from .schedule.greedy import balance_epoch
 from .schedule.ilp import require_installed
 from .schedule.metrics import (
     padding_efficiency,
@@ -84,7 +84,11 @@ def step_needs(
 
 def load_cost_model(config: Config, window: int) -> CostModel:
     """The run's cost model: ``schedule.cost_model`` when given, else the analytic default."""
-    return CostModel.load(config.schedule.cost_model) if config.schedule.cost_model else default_cost_model(window)
+    return (
+        CostModel.load(config.schedule.cost_model)
+        if config.schedule.cost_model
+        else default_cost_model(window)
+    )
 
 
 # compile_steps auto without a way to predict step seconds: one step (the former default)
@@ -305,7 +309,9 @@ def plan_run(
     return RunPlan(compose, scheds, needs, budgets, total, tried if len(tried) > 1 else {}, fit)
 
 
-def fit_epochs(scheds: dict, sched_costs: np.ndarray, weights: np.ndarray, classes: dict | None = None) -> dict:
+def fit_epochs(
+    scheds: dict, sched_costs: np.ndarray, weights: np.ndarray, classes: dict | None = None
+) -> dict:
     """Every epoch's steps fitted to their budget (``schedule.fit_epochs``; ``greedy.balance_epoch``):
     with ``classes`` None all steps of an epoch as one budget; else ``classes[e]`` gives every step of
     epoch e a budget class (the planned budget it pays) and the steps of each class are fitted
@@ -321,13 +327,18 @@ def fit_epochs(scheds: dict, sched_costs: np.ndarray, weights: np.ndarray, class
         totals = {"iterations": 0, "moves": 0, "swaps": 0, "work": 0}
         for c in sorted(set(cls)):
             idx = [i for i, x in enumerate(cls) if x == c]
-            fitted, maxima, stats = balance_epoch(sched_costs, [steps[i] for i in idx], weights, floors.get(c))
+            fitted, maxima, stats = balance_epoch(
+                sched_costs, [steps[i] for i in idx], weights, floors.get(c)
+            )
             floors[c] = maxima if c not in floors else np.maximum(floors[c], maxima)
             for i, f in zip(idx, fitted):
                 steps[i] = f
             totals = {k: totals[k] + stats[k] for k in totals}
         out[e] = dataclasses.replace(
-            sc, steps=steps, seconds=sc.seconds + time.perf_counter() - start, info={**sc.info, "fit_epochs": totals}
+            sc,
+            steps=steps,
+            seconds=sc.seconds + time.perf_counter() - start,
+            info={**sc.info, "fit_epochs": totals},
         )
     return out
 

@@ -336,7 +336,11 @@ class Setup:
         when = f"epochs 1..{e[-1]}" if self.planned_epochs else f"epoch {e[0]} alone"
         return (
             f"{prefix}planned budgets (at most {p.max_budgets}, a compilation priced at "
-            + (f"{p.compile_steps:g} steps" if p.compile_steps >= 0 else f"{p.compile_seconds:g} s of predicted steps")
+            + (
+                f"{p.compile_steps:g} steps"
+                if p.compile_steps >= 0
+                else f"{p.compile_seconds:g} s of predicted steps"
+            )
             + f", aligned to {p.budget_align}, planned from {when}; "
             f"unforeseen steps: buckets {grid})"
         )

@@ -234,13 +234,17 @@ class Trainer:
             if self.cost_model.source != "analytic":  # measured on the machine: contention included
                 self._slowdown = 1.0
                 return self._slowdown
-            local = planning.shared_cores(len(self.local_rows), planning.available_cores(), jax.default_backend())
+            local = planning.shared_cores(
+                len(self.local_rows), planning.available_cores(), jax.default_backend()
+            )
             self._slowdown = parallel.sum_over_processes(local) / jax.process_count()
         return self._slowdown
 
     def step_seconds(self, budget: Budget) -> float:
         """Predicted seconds of a training step on ``budget`` (the cost model x ``slowdown``)."""
-        return planning.step_seconds_fn(self.cost_model, self.windows.window, self.layout, self.slowdown)(budget)
+        return planning.step_seconds_fn(self.cost_model, self.windows.window, self.layout, self.slowdown)(
+            budget
+        )
 
     @property
     def plans_budgets(self) -> bool:

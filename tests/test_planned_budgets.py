@@ -85,7 +85,12 @@ def test_compose_auto_keeps_the_cheapest_planned_composition():
     assert chosen <= min(run.tried.values()) / (1 - plan.COMPOSE_MARGIN) + 1e-9
     assert all(any(b.holds(n) for b in run.budgets) for ns in run.needs.values() for n in ns)
     off = plan.plan_run(
-        tr.windows, tr.config, tr.n_devices, tr.layout, dataclasses.replace(tr.settings, fit_epochs=False), [1, 2]
+        tr.windows,
+        tr.config,
+        tr.n_devices,
+        tr.layout,
+        dataclasses.replace(tr.settings, fit_epochs=False),
+        [1, 2],
     )
     assert set(off.tried) == set(plan.COMPOSE_CANDIDATES) and not off.fitted
 

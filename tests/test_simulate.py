@@ -155,8 +155,12 @@ def test_step_time_is_the_cost_model_of_the_paid_budget(layout, shapes):
     needs = run.needs
     if policy == "buckets":  # no plan: the epoch's own schedule, as scheduled
         sched = schedule(columns, p, s.batch(p), settings, seed=s.seed, epoch=2)
-        assert all(np.array_equal(a, b) for x, y in zip(sched.steps, run.schedules[2].steps) for a, b in zip(x, y))
-        assert needs[2] == plan.step_needs(inst.costs, inst.profile, sched, layout, plan.window_slots(s.batch(p), p))
+        assert all(
+            np.array_equal(a, b) for x, y in zip(sched.steps, run.schedules[2].steps) for a, b in zip(x, y)
+        )
+        assert needs[2] == plan.step_needs(
+            inst.costs, inst.profile, sched, layout, plan.window_slots(s.batch(p), p)
+        )
     budgets = []
     if shapes == "trained":
         budgets = run.budgets

@@ -41,6 +41,8 @@ def config_of(dataset: str) -> str:
     """The config a case trains: its own for the README's datasets, else Bitcoin-OTC's settings with
     ``data.dataset`` set (any other link dataset of ``data/datasets.py``, e.g. bitcoin_alpha)."""
     return CONFIGS.get(dataset, CONFIGS["bitcoin_otc"])
+
+
 CPU_KEY = "epoch_cpu_seconds"
 SYSTEMS = ("ours:dygnex_g", "ours:psg", "ours2p:dygnex_g", "torch:full", "torch:packed")
 

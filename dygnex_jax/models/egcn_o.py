@@ -117,7 +117,9 @@ class EvolveGCNO(nn.Module):
         the last offset's graph alone — the only one the output reads — so the node work is N rows, not
         W x N. The last offset of a whole-window step is always valid. Returns [N, hidden]."""
         if self.comm != LOCAL:
-            raise ValueError("the last-offset layout holds one device's whole graph: vertex partition needs 'scan'")
+            raise ValueError(
+                "the last-offset layout holds one device's whole graph: vertex partition needs 'scan'"
+            )
         last = {k: batch[k][-1:] for k in ("x", "feat") if k in batch}
         h = node_inputs(last, self.num_features)[0]  # [N, F] at offset W-1
         per_tau = self.evolved_weights(jnp.ones(_offsets(batch), bool))
