@@ -125,14 +125,13 @@ def trainer_meta(trainer, epoch: int, history: list[dict]) -> dict:
         "scheduler_weights": [trainer.settings.alpha, trainer.settings.beta, trainer.settings.gamma],
         "cost_model": trainer.cost_model.to_dict(),
         "step_log": [[[float(x) for x in work], float(s)] for work, s in trainer.step_log],
-        "budgets": sorted(list(b.as_tuple()) for b in trainer._budgets),
+        **trainer.packer.state_dict(),  # "budgets" used so far and the "rent" paid (Packer)
         # the run's planned training budgets and step composition: a resumed run keeps them (even with
         # more epochs, whose steps then fit these budgets), so its shapes are the run's own
         "plan": {
             "budgets": [list(b.as_tuple()) for b in trainer.planned or []],
             "compose": trainer.compose,
         },
-        "rent": sorted([list(b.as_tuple()), v] for b, v in trainer._rent.items()),
     }
 
 
@@ -250,14 +249,10 @@ def restore(trainer, ckpt: Checkpoint) -> list[dict]:
     alpha, beta, gamma = meta["scheduler_weights"]
     trainer.settings = dataclasses.replace(trainer.config.schedule, alpha=alpha, beta=beta, gamma=gamma)
     trainer.step_log = [(np.array(work), seconds) for work, seconds in meta["step_log"]]
-    trainer._budgets = {Budget(*b) for b in meta["budgets"]}
+    trainer.packer.load_state_dict(meta)
     plan = meta.get("plan")
     if plan is not None and trainer.plans_budgets:
-        budgets = [Budget(*b) for b in plan["budgets"]]
-        if budgets != trainer.planned or plan["compose"] != trainer.compose:
-            trainer.planned, trainer.compose = budgets, plan["compose"]
-            trainer._schedules.clear()  # planned for another horizon: later epochs are scheduled anew
-    trainer._rent = {Budget(*b): v for b, v in meta.get("rent", [])}
+        trainer.restore_plan([Budget(*b) for b in plan["budgets"]], plan["compose"])
     return list(meta["history"])
 
 

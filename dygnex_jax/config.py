@@ -1,8 +1,14 @@
-"""Typed configuration: every key declared once, with its default and a comment.
+"""Typed configuration: every key declared once, with its default, a comment and its allowed values.
 
 A YAML file in ``configs/`` overrides only what differs from these defaults; ``key=value`` pairs on the
 command line override the file (``train.batch_size=16``, ``schedule.method=psg``). Unknown keys and
 values of the wrong type are one-line ``UserError``s.
+
+Every key's allowed values are declared beside it with ``key(default, ...)`` (config_check.py): an
+interval of numbers (``"[1, inf)"``), the choices of a string (a tuple, or a function returning a
+registry's names), or ``free=`` saying why the value is not checked here (a path, a label, a name a JAX
+module checks). Bool keys need none: true / false is their type. ``validate`` checks every key against
+its declaration (``check_keys``), then the rules that span keys.
 """
 
 from __future__ import annotations
@@ -17,7 +23,10 @@ from typing import Any
 
 import yaml
 
+from .config_check import check_keys, key
 from .errors import UserError
+from .strategies import METHODS as _METHODS
+from .strategies import WINDOW_METHODS as _WINDOW_METHODS
 
 # Models that snapshot / vertex partition can run (models/: initial_carry, advance and a Comm).
 PARTITIONED_MODELS = ("egcn_o", "gcrn_gru")
@@ -29,8 +38,9 @@ FLAT_LAYOUT_MODELS = frozenset({"egcn_o", "tgcn", "gcn_gru", "mpnn_lstm"})
 # steps can carry the last offset's edges alone (layout "last"; the same output, tested).
 LAST_OFFSET_MODELS = frozenset({"egcn_o"})
 LAYOUT_CHOICES = ("auto", "scan", "flat", "last")
-# Methods that pack whole windows per device (the others have their own partitioned layouts).
-WINDOW_METHODS = ("psg", "dygnex_g", "dygnex_l")
+# Methods that pack whole windows per device (the others have their own partitioned layouts): the
+# strategies' table (strategies/__init__.py, data without JAX) says which.
+WINDOW_METHODS = _WINDOW_METHODS
 # Tasks (data.task): link prediction of the next snapshot, edge classification of the window's last
 # snapshot, or node regression of the next signal value. "link" runs under every schedule.method, the
 # others under psg / dygnex_g / dygnex_l.
@@ -42,6 +52,7 @@ TASK_METRICS = {
     "edge_cls": (("f1", "micro_f1", "macro_f1"), max),
     "node_reg": (("mse",), min),
 }
+SEED = "[0, 4294967295]"  # random seeds: unsigned 32-bit (every generator here takes them)
 
 
 def step_layout(config: Config) -> str:
@@ -62,151 +73,165 @@ def selection_metric(task: str) -> tuple[str, object]:
     return names[0], better
 
 
+def run_methods() -> tuple[str, ...]:
+    """The ``schedule.method`` names: the strategies' table (``strategies.METHODS``; data, no JAX)."""
+    return _METHODS
+
+
 @dataclasses.dataclass
 class DataConfig:
     # What a window predicts: "link" (the edges of the next snapshot, EvolveGCN), "edge_cls" (the
     # rating sign of the edges of the window's last snapshot, EvolveGCN's Bitcoin task; see
     # data/windows.py) or "node_reg" (every node's signal value at the target step, PyG-Temporal's
     # signal datasets; see data/signals.py).
-    task: str = "link"
+    task: str = key("link", choices=TASKS)
     # Dataset: "synthetic" (embedded default), a named real dataset (bitcoin_otc, bitcoin_alpha,
     # uci_collegemsg, as733, enron_dysat; node_reg: chickenpox_hungary, pedalme_london, england_covid,
     # montevideo_bus), or "edges" / "intervals" to read `path`.
-    dataset: str = "synthetic"
+    dataset: str = key("synthetic", free="data/datasets.py checks it (unknown dataset ...)")
     # Data root holding the named datasets; "" = $DYGNEX_DATA, else ../shared/datasets when it exists.
-    root: str = ""
+    root: str = key("", free="a folder")
     # File for dataset "edges" (src dst [weight] time rows) or "intervals" (src,dst,first,last rows).
-    path: str = ""
+    path: str = key("", free="a file")
     # Snapshot bucketing of an edge stream: seconds per snapshot (0 = dataset default), or a count.
-    aggr_time: float = 0.0
-    num_snapshots: int = 0
-    # Keep only the last N snapshots (0 = all; as733 defaults to its last 100 days as EvolveGCN does).
-    last_snapshots: int = -1
+    aggr_time: float = key(0.0, "[0, inf)")
+    num_snapshots: int = key(0, "[0, inf)")  # that many equal-width snapshots when aggr_time is 0 (0 = off)
+    # Keep only the last N snapshots (0 = all; -1 = the dataset's default: all, but as733 its last 100
+    # days as EvolveGCN does).
+    last_snapshots: int = key(-1, "[0, inf)", also={-1: "default"})
     symmetric: bool = True  # store every edge in both directions
     self_loops: bool = False  # keep u->u rows of the source (the GCN adds its own self-loops)
     # Node features: "degree" (EvolveGCN's one-hot of the snapshot degree, capped) or "constant".
-    features: str = "degree"
-    max_degree: int = 64  # degrees >= this share the last one-hot slot
-    window: int = 10  # W: history snapshots per window; the target is the next one (edge_cls: the last)
+    features: str = key("degree", choices=("degree", "constant"))
+    max_degree: int = key(64, "[1, inf)")  # degrees >= this share the last one-hot slot
+    # W: history snapshots per window; the target is the next one (edge_cls: the last).
+    window: int = key(10, "[1, inf)")
     # node_reg: a snapshot's node input is its last `lags` signal values (PyG-T's examples: window 1,
     # lags 4 on chickenpox; window W, lags 1 is the recurrent form). Ignored by the other tasks.
-    lags: int = 1
-    train_frac: float = 0.7  # chronological split of target snapshots (EvolveGCN: 0.7 / 0.1 / 0.2)
-    val_frac: float = 0.1
-    neg_mult: int = 10  # training negatives per positive target edge, resampled every epoch
+    lags: int = key(1, "[1, inf)")
+    # Chronological split of target snapshots (EvolveGCN: 0.7 / 0.1 / 0.2); test gets the rest.
+    train_frac: float = key(0.7, "(0, 1)")
+    val_frac: float = key(0.1, "[0, 1)")  # validation share (0 = none); train_frac + val_frac < 1
+    neg_mult: int = key(10, "[0, inf)")  # training negatives per positive target edge, resampled every epoch
     # Training negatives: "uniform" over all nodes, or "active" (EvolveGCN's "smart" sampling: only
     # nodes with an edge in the window's history; see data/windows.py).
-    neg_sampling: str = "uniform"
+    neg_sampling: str = key("uniform", choices=("uniform", "active"))
     # Synthetic dynamic SBM (dataset "synthetic").
-    syn_nodes: int = 600
-    syn_snapshots: int = 48
-    syn_communities: int = 6
-    syn_edges: int = 400  # mean edges per snapshot
-    syn_skew: float = 1.5  # log-normal sigma of the per-snapshot size: 0 = all equal, larger = more skew
-    syn_p_in: float = 0.8  # fraction of edges inside a community
-    syn_persist: float = 0.5  # fraction of an active community's edges kept from the previous snapshot
-    syn_seed: int = 0
+    syn_nodes: int = key(600, "[2, inf)")  # nodes, at least 2 per community
+    syn_snapshots: int = key(48, "[2, inf)")  # snapshots generated
+    syn_communities: int = key(6, "[1, inf)")  # communities of the block model
+    syn_edges: int = key(400, "[1, inf)")  # mean edges per snapshot
+    # Log-normal sigma of the per-snapshot size: 0 = all equal, larger = more skew.
+    syn_skew: float = key(1.5, "[0, inf)")
+    syn_p_in: float = key(0.8, "[0, 1]")  # fraction of edges inside a community
+    # Fraction of an active community's edges kept from the previous snapshot.
+    syn_persist: float = key(0.5, "[0, 1]")
+    syn_seed: int = key(0, SEED)  # the synthetic graph is a function of this seed
 
 
 @dataclasses.dataclass
 class ModelConfig:
     # Registry name (dygnex_jax/models): egcn_o, egcn_h, gcrn_gru, gconv_lstm, gc_lstm, tgcn, gcn_gru,
     # mpnn_lstm.
-    name: str = "egcn_o"
-    hidden: int = 64  # node embedding width of every graph layer
+    name: str = key("egcn_o", free="models/ checks it when building (its registry imports JAX)")
+    hidden: int = key(64, "[1, inf)")  # node embedding width of every graph layer
     # Graph layers (EvolveGCN: 2); stacked recurrent cells for gcrn_gru / gconv_lstm / gc_lstm / tgcn;
     # mpnn_lstm has PyG-Temporal's fixed two GCN layers and two LSTMs.
-    layers: int = 2
-    cheb_k: int = 2  # Chebyshev order K of gcrn_gru / gconv_lstm / gc_lstm graph convolutions
+    layers: int = key(2, "[1, inf)")
+    cheb_k: int = key(2, "[1, inf)")  # Chebyshev order K of gcrn_gru / gconv_lstm / gc_lstm convolutions
     # egcn_o's weight GRU: "rows" (PyG-Temporal: torch.nn.GRU over the weight matrix's rows) or
     # "matrix" (IBM's EvolveGCN code: left-multiplied matrix GRU).
-    egcn_gru: str = "rows"
-    head_hidden: int = 128  # link-prediction MLP hidden width (EvolveGCN: 400)
+    egcn_gru: str = key("rows", choices=("rows", "matrix"))
+    head_hidden: int = key(128, "[1, inf)")  # link-prediction MLP hidden width (EvolveGCN: 400)
 
 
 @dataclasses.dataclass
 class TrainConfig:
-    epochs: int = 10
-    batch_size: int = 8  # B: windows per optimiser step, over all devices
-    learning_rate: float = 0.005
-    weight_decay: float = 0.0
+    epochs: int = key(10, "[1, inf)")  # passes over the training windows
+    batch_size: int = key(8, "[1, inf)")  # B: windows per optimiser step, over all devices
+    learning_rate: float = key(0.005, "(0, inf)")  # Adam / AdamW step size
+    weight_decay: float = key(0.0, "[0, inf)")  # AdamW's decoupled weight decay (0 = plain Adam)
     # CE weights of classes (0, 1): link (non-edge, edge); edge_cls (negative, positive rating).
-    class_weights: tuple[float, float] = (0.1, 0.9)
-    seed: int = 0
-    eval_every: int = 1  # evaluate val (and test) every N epochs and after the last
+    class_weights: tuple[float, float] = key((0.1, 0.9), "[0, inf)")
+    seed: int = key(0, SEED)  # parameter init; with the epoch, schedules and training negatives
+    eval_every: int = key(1, "[1, inf)")  # evaluate val (and test) every N epochs and after the last
     # Checkpoint (params, optimiser state, metrics so far) every N epochs and after the last, under
     # OUT/checkpoints (0 = only after the last); `train --resume OUT` continues from the latest.
-    checkpoint_every: int = 1
-    keep_checkpoints: int = 3  # complete checkpoints kept (the oldest are deleted)
+    checkpoint_every: int = key(1, "[0, inf)")
+    keep_checkpoints: int = key(3, "[1, inf)")  # complete checkpoints kept (the oldest are deleted)
     # A step with a non-finite loss, gradient or update: "stop" the run (naming the step, its windows
     # and the last good checkpoint), or "skip" it (parameters unchanged; counted per epoch).
-    on_nonfinite: str = "stop"
+    on_nonfinite: str = key("stop", choices=("stop", "skip"))
 
 
 @dataclasses.dataclass
 class ScheduleConfig:
     # dygnex_g (greedy), dygnex_l (per-step MILP), psg (even split by count); the communication-bound
     # baselines snapshot (time ranges per device, pipelined) and vertex (node ranges per device) take
-    # psg's steps and run them with their partitioned step.
-    method: str = "dygnex_g"
+    # psg's steps and run them with their partitioned step. Choices: strategies.METHODS.
+    method: str = key("dygnex_g", choices=run_methods)
     shuffle: bool = True  # psg: shuffle windows every epoch (else time order)
-    jitter: float = 0.1  # cost-ordered methods: randomness kept in mini-batch composition
+    jitter: float = key(0.1, "[0, inf)")  # cost-ordered methods: randomness kept in mini-batch composition
     # Cost-ordered methods, how windows form steps: "strata" = one window from each of B cost strata
     # (a stratified random mini-batch); "rows" = B/P random rows of P equal-cost windows; "sorted" =
     # B consecutive windows of the cost order. Later ones balance better, earlier ones mix better.
     # "auto": sorted while B/P <= 4 (few windows per device balance only when similar), else strata.
-    compose: str = "auto"
+    compose: str = key("auto", choices=("auto", "strata", "rows", "sorted"))
     # Cost-ordered methods under planned budgets: fit every planned epoch's steps to one budget
     # (schedule.greedy.balance_epoch: windows swapped across the steps of an epoch so the largest
     # (step, device) slot per column shrinks, earlier epochs' maxima as the floor); false: each step
     # balanced on its own.
     fit_epochs: bool = True
-    alpha: float = 1.0  # padded-objective weight of max nodes per device
-    beta: float = 1.0  # ... of max edges per device
-    gamma: float = 1.0  # ... of max target pairs per device
+    alpha: float = key(1.0, "[0, inf)")  # padded-objective weight of max nodes per device
+    beta: float = key(1.0, "[0, inf)")  # ... of max edges per device
+    gamma: float = key(1.0, "[0, inf)")  # ... of max target pairs per device
     # Balance the edges of every time offset separately (costs [K, W + 2]), as the packed step pads
     # edges per offset; false: one summed edge column (costs [K, 3]).
     time_resolved: bool = True
     # Cost model JSON from `python -m dygnex_jax profile` ("" = none): when given, alpha/beta/gamma are
     # its seconds per node, edge and pair, and predicted step times use it (else the analytic default).
-    cost_model: str = ""
+    cost_model: str = key("", free="a file (schedule/cost.py reads it)")
     # Every N epochs, re-fit the cost model on the step times measured so far and re-schedule with
     # its weights (0 = never).
-    reschedule_every: int = 0
+    reschedule_every: int = key(0, "[0, inf)")
     # dygnex_l: seconds per step, search and MILP together (an epoch may take steps x this). 0.5 s
     # gets 96 % of what 2 s gets on Bitcoin-OTC / UCI / AS-733 at P = 8 (docs/bench_ilp.json).
-    time_limit: float = 0.5
-    mip_gap: float = 0.01  # dygnex_l: relative gap at which a step's solve stops
-    solver: str = "HIGHS"  # cvxpy MILP solver name
+    time_limit: float = key(0.5, "(0, inf)")
+    mip_gap: float = key(0.01, "[0, inf)")  # dygnex_l: relative gap at which a step's solve stops
+    # cvxpy MILP solver name; schedule/ilp.py checks it against the solvers installed here.
+    solver: str = key("HIGHS", free="the installed MILP solvers (schedule/ilp.py)")
     ilp_warm_start: bool = True  # dygnex_l + HIGHS: highspy started from greedy (false: cvxpy, no start)
-    node_limit: int = 0  # dygnex_l: B&B nodes per step, 0 = no cap (reproducible, unlike time_limit)
+    # dygnex_l: B&B nodes per step, 0 = no cap (reproducible, unlike time_limit).
+    node_limit: int = key(0, "[0, inf)")
 
 
 @dataclasses.dataclass
 class ParallelConfig:
-    devices: int = 0  # data-parallel devices (0 = all local devices)
+    devices: int = key(0, "[0, inf)")  # data-parallel devices (0 = all local devices)
     # Training budgets (padded sizes): "planned" = before epoch 1 the run's steps (every epoch's
     # schedule) are grouped into at most max_budgets budgets fitted to them (padding.plan_budgets),
     # compiled ahead; "buckets" = each step's need rounded up to the geometric grid below, compiled
     # when first seen (with the reuse/rent policy below). Evaluation and the snapshot / vertex
     # baselines always use the grid.
-    budgets: str = "planned"
+    budgets: str = key("planned", choices=("planned", "buckets"))
     # Packed edge layout of whole-window steps (padding.py): "scan" = edges per time offset, padded to
     # the largest offset (W x E); "flat" = all offsets' edges in one list (their sum; models whose graph
     # operators do not read the recurrent state); "last" = the last offset's edges alone (EvolveGCN-O,
     # whose output reads no other); "auto" = the cheapest the model allows.
-    layout: str = "auto"
-    max_budgets: int = 4  # planned: at most this many training budgets (compilations) per run
+    layout: str = key("auto", choices=LAYOUT_CHOICES)
+    max_budgets: int = key(4, "[1, 64]")  # planned: at most this many training budgets (compilations) per run
     # JAX's persistent compilation cache: "auto" (a per-user folder: $DYGNEX_CACHE, else
     # $XDG_CACHE_HOME/dygnex_jax/xla, else ~/.cache/dygnex_jax/xla), "off", or a folder. A second run
     # of the same shapes (another seed, scheduling variant, resume) skips XLA compilation.
-    compile_cache: str = "auto"
-    budget_align: int = 8  # planned: nodes, edges and pairs rounded up to a multiple of this
-    bucket_ratio: float = 1.25  # padded budgets are rounded up to a geometric grid with this ratio
-    min_bucket: int = 64  # smallest budget of every padded dimension
+    compile_cache: str = key("auto", free="auto, off or a folder (compile_cache.py checks it)")
+    # Planned: nodes, edges and pairs rounded up to a multiple of this.
+    budget_align: int = key(8, "[1, 4096]")
+    # Padded budgets are rounded up to a geometric grid with this ratio.
+    bucket_ratio: float = key(1.25, "(1, inf)")
+    min_bucket: int = key(64, "[1, inf)")  # smallest budget of every padded dimension
     # Run a step on an already-compiled larger budget when its padded work is at most this fraction
-    # above the step's own bucket: fewer compilations for a little padding (0 = never).
-    reuse_slack: float = 0.25
+    # above the step's own bucket: fewer compilations for a little padding (0 = never; inf = always).
+    reuse_slack: float = key(0.25, "[0, inf]")
     # A compilation's price in steps. planned: a budget more is worth it only if it saves this many
     # average steps of padded work. buckets: rent a larger compiled budget rather than compile a new one
     # until the padded work rented for that bucket would pass this many steps of the larger budget, then
@@ -214,17 +239,17 @@ class ParallelConfig:
     # seconds of an average planned step (devices sharing CPU cores counted: P fake devices on C cores
     # run P / C times slower), the same on every process. It is ~1 step for 8 fake devices at B = 32 on
     # 2 cores, ~12 for EvolveGCN-O on 2 (0.12 s steps), hundreds on a GPU (millisecond steps).
-    compile_steps: float = -1.0
+    compile_steps: float = key(-1.0, "[0, inf]", also={-1: "auto"})
     # compile_steps=-1: the expected seconds of one training-step compilation, lowering included
     # (measured on the 2-core CPU: EvolveGCN-O 1.4 s, T-GCN 1.8 s, GCRN-GRU 2.1 s).
-    compile_seconds: float = 1.5
+    compile_seconds: float = key(1.5, "(0, 86400]")
     # schedule.method=snapshot: micro-batches per step flowing through the time pipeline (0 = P).
-    micro_batches: int = 0
+    micro_batches: int = key(0, "[0, inf)")
     # schedule.method=vertex: node ranges by "contiguous" count, or balanced by "degree" (1 + in-degree).
-    vertex_balance: str = "contiguous"
+    vertex_balance: str = key("contiguous", choices=("contiguous", "degree"))
     # Training steps packed and placed on the devices ahead of the running step, by a background
     # thread, so that host packing overlaps the device's work (0 = pack each step when it is due).
-    prefetch: int = 1
+    prefetch: int = key(1, "[0, inf)")
 
 
 @dataclasses.dataclass
@@ -232,16 +257,16 @@ class EvalConfig:
     # Link-prediction candidates: "all" (every non-edge, EvolveGCN; exact and O(L^2) in the L local
     # nodes of a window, see evaluation.py), "sampled", or "auto" (all when every evaluated window has
     # at most all_max_nodes local nodes).
-    candidates: str = "auto"
-    all_max_nodes: int = 4000
-    neg_per_source: int = 100  # sampled mode: random non-edges per source node of a true edge
-    batch_size: int = 8  # windows per evaluation step
-    seed: int = 12345  # sampled candidates are fixed for a run
+    candidates: str = key("auto", choices=("auto", "all", "sampled"))
+    all_max_nodes: int = key(4000, "[0, inf)")  # auto: "all" up to this many local nodes per window
+    neg_per_source: int = key(100, "[1, inf)")  # sampled mode: random non-edges per source of a true edge
+    batch_size: int = key(8, "[1, inf)")  # windows per evaluation step
+    seed: int = key(12345, SEED)  # sampled candidates are fixed for a run
 
 
 @dataclasses.dataclass
 class Config:
-    name: str = "default"
+    name: str = key("default", free="a label (the default run folder's prefix)")  # the run's name
     data: DataConfig = dataclasses.field(default_factory=DataConfig)
     model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
     train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
@@ -290,16 +315,16 @@ def _merge(obj: Any, updates: dict, prefix: str = "") -> Any:
         raise UserError(f"config section {prefix.rstrip('.') or '<top>'!r} must be a mapping")
     hints = typing.get_type_hints(type(obj))
     changes = {}
-    for key, value in updates.items():
-        full = f"{prefix}{key}"
-        if not isinstance(key, str) or key not in hints:
+    for name, value in updates.items():
+        full = f"{prefix}{name}"
+        if not isinstance(name, str) or name not in hints:
             known = ", ".join(f.name for f in dataclasses.fields(obj))
             raise UserError(f"unknown config key {full!r} (known here: {known})")
-        current = getattr(obj, key)
+        current = getattr(obj, name)
         if dataclasses.is_dataclass(current):
-            changes[key] = _merge(current, value, full + ".")
+            changes[name] = _merge(current, value, full + ".")
         else:
-            changes[key] = _coerce(value, hints[key], full)
+            changes[name] = _coerce(value, hints[name], full)
     return dataclasses.replace(obj, **changes)
 
 
@@ -317,14 +342,14 @@ def parse_override(text: str) -> dict:
     """``"train.batch_size=16"`` -> ``{"train": {"batch_size": 16}}`` (value parsed as YAML)."""
     if "=" not in text:
         raise UserError(f"override {text!r} is not key=value (e.g. train.batch_size=16)")
-    key, raw = text.split("=", 1)
-    if not key.strip():
+    dotted, raw = text.split("=", 1)
+    if not dotted.strip():
         raise UserError(f"override {text!r} has an empty key")
     try:
         value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError:
         value = raw
-    return _nest(key.strip(), value)
+    return _nest(dotted.strip(), value)
 
 
 def load_config(path: str | os.PathLike | None = None, overrides: list[str] = ()) -> Config:
@@ -348,113 +373,37 @@ def load_config(path: str | os.PathLike | None = None, overrides: list[str] = ()
 
 
 def validate(config: Config) -> None:
-    """Value checks that types alone cannot express."""
-    d, t, e = config.data, config.train, config.eval
-    checks = [
-        (t.batch_size >= 1, f"train.batch_size must be positive, got {t.batch_size}"),
-        (t.epochs >= 1, f"train.epochs must be positive, got {t.epochs}"),
+    """Every key against its declaration (``check_keys``), then the rules that span keys."""
+    check_keys(config)
+    d, m, s, p = config.data, config.model, config.schedule, config.parallel
+    partitioned = s.method not in WINDOW_METHODS
+    rules = [
         (
-            0 < t.learning_rate < float("inf"),
-            f"train.learning_rate must be positive and finite, got {t.learning_rate}",
-        ),
-        (t.eval_every >= 1, f"train.eval_every must be positive, got {t.eval_every}"),
-        (t.checkpoint_every >= 0, f"train.checkpoint_every must be >= 0, got {t.checkpoint_every}"),
-        (t.keep_checkpoints >= 1, f"train.keep_checkpoints must be positive, got {t.keep_checkpoints}"),
-        (
-            t.on_nonfinite in ("stop", "skip"),
-            f"train.on_nonfinite must be stop or skip, got {t.on_nonfinite!r}",
-        ),
-        (d.window >= 1, f"data.window must be positive, got {d.window}"),
-        (d.task in TASKS, f"data.task must be one of {', '.join(TASKS)}, got {d.task!r}"),
-        (d.lags >= 1, f"data.lags must be positive, got {d.lags}"),
-        (
-            d.task == "link" or config.schedule.method not in ("snapshot", "vertex"),
-            f"schedule.method={config.schedule.method} runs data.task=link only, not {d.task!r}: "
-            "use psg, dygnex_g or dygnex_l for it",
-        ),
-        (d.neg_mult >= 0, f"data.neg_mult must be >= 0, got {d.neg_mult}"),
-        (0 < d.train_frac < 1, f"data.train_frac must be in (0, 1), got {d.train_frac}"),
-        (
-            0 <= d.val_frac and d.train_frac + d.val_frac < 1,
+            d.train_frac + d.val_frac < 1,
             f"data.train_frac + data.val_frac must be < 1, got {d.train_frac} + {d.val_frac}",
         ),
         (
-            d.features in ("degree", "constant"),
-            f"data.features must be degree or constant, got {d.features!r}",
-        ),
-        (d.max_degree >= 1, f"data.max_degree must be positive, got {d.max_degree}"),
-        (
-            e.candidates in ("auto", "all", "sampled"),
-            f"eval.candidates must be auto, all or sampled, got {e.candidates!r}",
-        ),
-        (e.batch_size >= 1, f"eval.batch_size must be positive, got {e.batch_size}"),
-        (config.model.hidden >= 1, f"model.hidden must be positive, got {config.model.hidden}"),
-        (config.model.layers >= 1, f"model.layers must be positive, got {config.model.layers}"),
-        (config.model.cheb_k >= 1, f"model.cheb_k must be positive, got {config.model.cheb_k}"),
-        (
-            config.model.egcn_gru in ("rows", "matrix"),
-            f"model.egcn_gru must be rows or matrix, got {config.model.egcn_gru!r}",
+            d.dataset != "synthetic" or d.syn_nodes >= 2 * d.syn_communities,
+            f"data.syn_nodes ({d.syn_nodes}) must be >= 2 * data.syn_communities ({d.syn_communities})",
         ),
         (
-            config.schedule.method not in ("snapshot", "vertex") or config.model.name in PARTITIONED_MODELS,
-            f"schedule.method={config.schedule.method} runs model.name "
-            f"{' or '.join(PARTITIONED_MODELS)} (a pipelined recurrence and a node-range communicator), "
-            f"not {config.model.name!r}: use psg, dygnex_g or dygnex_l for it",
+            d.task == "link" or not partitioned,
+            f"schedule.method={s.method} runs data.task=link only, not {d.task!r}: "
+            "use psg, dygnex_g or dygnex_l for it",
         ),
         (
-            config.schedule.reschedule_every >= 0,
-            f"schedule.reschedule_every must be >= 0, got {config.schedule.reschedule_every}",
-        ),
-        (config.parallel.devices >= 0, f"parallel.devices must be >= 0, got {config.parallel.devices}"),
-        (
-            config.parallel.bucket_ratio > 1,
-            f"parallel.bucket_ratio must be > 1, got {config.parallel.bucket_ratio}",
+            not partitioned or m.name in PARTITIONED_MODELS,
+            f"schedule.method={s.method} runs model.name {' or '.join(PARTITIONED_MODELS)} (a pipelined "
+            f"recurrence and a node-range communicator), not {m.name!r}: use psg, dygnex_g or dygnex_l for it",
         ),
         (
-            config.parallel.micro_batches >= 0,
-            f"parallel.micro_batches must be >= 0, got {config.parallel.micro_batches}",
-        ),
-        (
-            config.parallel.vertex_balance in ("contiguous", "degree"),
-            f"parallel.vertex_balance must be contiguous or degree, got {config.parallel.vertex_balance!r}",
-        ),
-        (
-            config.parallel.min_bucket >= 1,
-            f"parallel.min_bucket must be positive, got {config.parallel.min_bucket}",
-        ),
-        (
-            config.parallel.layout in LAYOUT_CHOICES,
-            f"parallel.layout must be one of {', '.join(LAYOUT_CHOICES)}, got {config.parallel.layout!r}",
-        ),
-        (
-            config.parallel.layout not in ("flat", "last")
-            or config.model.name
-            in (FLAT_LAYOUT_MODELS if config.parallel.layout == "flat" else LAST_OFFSET_MODELS),
-            f"parallel.layout={config.parallel.layout} does not fit model.name {config.model.name!r} (its graph "
-            "operators read the recurrent state or earlier offsets): use parallel.layout=auto or scan",
-        ),
-        (
-            config.parallel.budgets in ("planned", "buckets"),
-            f"parallel.budgets must be planned or buckets, got {config.parallel.budgets!r}",
-        ),
-        (
-            1 <= config.parallel.max_budgets <= 64,
-            f"parallel.max_budgets must be in 1..64, got {config.parallel.max_budgets}",
-        ),
-        (
-            1 <= config.parallel.budget_align <= 4096,
-            f"parallel.budget_align must be in 1..4096, got {config.parallel.budget_align}",
-        ),
-        (
-            config.parallel.compile_steps >= 0 or config.parallel.compile_steps == -1,
-            f"parallel.compile_steps must be >= 0, or -1 (auto), got {config.parallel.compile_steps}",
-        ),
-        (
-            0 < config.parallel.compile_seconds <= 86400,
-            f"parallel.compile_seconds must be in (0, 86400], got {config.parallel.compile_seconds}",
+            p.layout not in ("flat", "last")
+            or m.name in (FLAT_LAYOUT_MODELS if p.layout == "flat" else LAST_OFFSET_MODELS),
+            f"parallel.layout={p.layout} does not fit model.name {m.name!r} (its graph operators read the "
+            "recurrent state or earlier offsets): use parallel.layout=auto or scan",
         ),
     ]
-    for ok, message in checks:
+    for ok, message in rules:
         if not ok:
             raise UserError(message)
 

@@ -51,6 +51,7 @@ from .schedule.metrics import (
     step_loads,
     summarize,
 )
+from .strategies import scheduler_settings
 
 
 def scheduler_costs(ws, config: Config, layout: str) -> np.ndarray:
@@ -378,7 +379,7 @@ def plan(
         config,
         devices,
         layout,
-        config.schedule,
+        scheduler_settings(config.schedule),  # snapshot / vertex: the psg steps they split
         planned_epochs(config) if planned else [1],
         step_seconds=step_seconds_fn(model, ws.window, layout, slowdown),
     )
@@ -402,7 +403,7 @@ def plan(
         per_epoch.append(padding_efficiency(step_loads(costs, sch), weights, pw))
     stats = summarize(costs, sched, weights)
     return {
-        "method": sched.method,
+        "method": config.schedule.method,
         "dataset": ws.graph.name,
         "devices": devices,
         "batch_size": config.train.batch_size,

@@ -36,12 +36,12 @@ STEP_WALL = {"seconds", "cpu_seconds", "compiled"}
 # is packed (the steps before it in that epoch have updated the parameters in memory).
 KILLER = """
 import os, signal, sys
-from dygnex_jax import train
+from dygnex_jax import packer
 from dygnex_jax.__main__ import main
 
 kill_epoch, kill_step = int(sys.argv[1]), int(sys.argv[2])
 seen = []
-pack = train.Trainer.pack
+pack = packer.Packer.pack
 
 def pack_or_die(self, step, split, epoch, **kw):
     if split == "train" and epoch == kill_epoch:
@@ -51,7 +51,7 @@ def pack_or_die(self, step, split, epoch, **kw):
             os.kill(os.getpid(), signal.SIGKILL)
     return pack(self, step, split, epoch, **kw)
 
-train.Trainer.pack = pack_or_die
+packer.Packer.pack = pack_or_die
 sys.exit(main(sys.argv[3:]))
 """
 
@@ -193,18 +193,18 @@ def test_save_restore_round_trip_is_exact(tmp_path, monkeypatch):
     tr = toy()
     history = [{"epoch": 1, **tr.train_epoch(1)}]
     saved = leaves(tr.params) + leaves(tr.opt_state)
-    budgets, rent = set(tr._budgets), dict(tr._rent)
+    state = tr.packer.state_dict()
     monkeypatch.chdir(
         tmp_path
     )  # a relative run directory, as `train --out runs/x` gives (orbax wants absolute)
     checkpoint.save(tr, "run", 1, history, keep=3)
     after = tr.train_epoch(2)  # moves the parameters on
-    tr._budgets, tr._rent = set(), {(1, 2, 3, 4): 5.0}
+    tr.packer.load_state_dict({"budgets": [], "rent": [[[1, 2, 3, 4], 5.0]]})
     got = checkpoint.restore(tr, checkpoint.latest("run"))
     assert got == json.loads(json.dumps(history))
     for x, y in zip(saved, leaves(tr.params) + leaves(tr.opt_state)):
         np.testing.assert_array_equal(x, y)
-    assert tr._budgets == budgets and tr._rent == rent
+    assert tr.packer.state_dict() == state
     assert tr.train_epoch(2)["loss"] == after["loss"]  # the same epoch 2 again
 
 

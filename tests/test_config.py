@@ -1,13 +1,21 @@
-"""Config: every file in configs/ loads; overrides; unknown keys and bad values are UserErrors."""
+"""Config: every file in configs/ loads; overrides; unknown keys and bad values are UserErrors; every key
+has a comment and a declared range / choices (or is free), and every declaration is enforced."""
 
+import ast
+import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from dygnex_jax.config import Config, dump_config, load_config, parse_override
+from dygnex_jax.config_check import Interval, key, keys
 from dygnex_jax.errors import UserError
 
-CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
+REPO = Path(__file__).resolve().parents[1]
+CONFIGS = sorted((REPO / "configs").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
@@ -56,3 +64,155 @@ def test_bad_yaml_file(tmp_path):
     p.write_text("train: [unclosed\n")
     with pytest.raises(UserError, match="not valid YAML"):
         load_config(p)
+
+
+# --- every key's declared range or choices (config_check.key beside the key), checked in one place ---
+
+
+def _nested(dotted: str, value) -> dict:
+    *sections, last = dotted.split(".")
+    out = {last: value}
+    for section in reversed(sections):
+        out = {section: out}
+    return out
+
+
+def _outside(name: str, declared, default) -> list:
+    """Values just outside ``default``'s key's declaration: past each finite bound, inf where the upper
+    bound is open at inf, nan for floats, an unknown string for choices, a non-bool for a bool."""
+    if isinstance(default, bool):
+        return ["maybe"]
+    if "choices" in declared:
+        return ["no_such_choice"]
+    iv, also = declared["interval"], declared.get("also", {})
+    integer = isinstance(default[0] if isinstance(default, tuple) else default, int)
+    step = 1 if integer else 0.5
+    bad = []
+    if iv.lo != -math.inf:
+        below = iv.lo if iv.lo_open else iv.lo - step
+        while below in also:
+            below -= 1
+        bad.append(below)
+    if iv.hi != math.inf:
+        bad.append(iv.hi if iv.hi_open else iv.hi + step)
+    elif iv.hi_open and not integer:
+        bad.append(math.inf)
+    if not integer:
+        bad.append(math.nan)
+    return [[b, *default[1:]] if isinstance(default, tuple) else b for b in bad]
+
+
+DECLARED = [(name, f.metadata, value) for name, f, value in keys(Config())]
+META = {name: declared for name, declared, _ in DECLARED}
+OUT_OF_RANGE = [
+    pytest.param(name, bad, id=f"{name}={bad}")
+    for name, declared, default in DECLARED
+    if "free" not in declared
+    for bad in _outside(name, declared, default)
+]
+
+
+def test_every_key_declares_its_range_or_choices_or_is_free():
+    assert len(DECLARED) > 60
+    for name, declared, default in DECLARED:
+        kinds = [k for k in ("interval", "choices", "free") if k in declared]
+        if isinstance(default, bool):
+            assert kinds == [], name  # true / false: the type is the choice
+        else:
+            assert len(kinds) == 1, f"{name} declares {kinds or 'nothing'}: use config_check.key"
+            assert isinstance(default, str) or kinds != ["free"], f"{name}: a number is never free"
+
+
+def test_every_key_has_a_comment():
+    source = (Path(__file__).resolve().parents[1] / "dygnex_jax" / "config.py").read_text()
+    lines = source.splitlines()
+    missing = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ClassDef) and node.name.endswith("Config"):
+            for stmt in node.body:
+                if isinstance(stmt, ast.AnnAssign) and not ast.unparse(stmt.annotation).endswith("Config"):
+                    own = " ".join(lines[stmt.lineno - 1 : stmt.end_lineno])
+                    if "#" not in own and not lines[stmt.lineno - 2].strip().startswith("#"):
+                        missing.append(f"{node.name}.{stmt.target.id}")
+    assert not missing, f"keys without a comment: {missing}"
+
+
+@pytest.mark.parametrize("name, bad", OUT_OF_RANGE)
+def test_every_declared_range_and_choice_is_enforced(name, bad, tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text(yaml.safe_dump(_nested(name, bad)))
+    with pytest.raises(UserError) as err:
+        load_config(p)
+    msg = str(err.value)
+    assert name in msg and "\n" not in msg, msg
+
+
+def test_out_of_range_messages_read_as_before():
+    for override, line in [
+        ("train.batch_size=0", "train.batch_size must be positive, got 0"),
+        ("train.learning_rate=.inf", "train.learning_rate must be positive and finite, got inf"),
+        ("train.checkpoint_every=-1", "train.checkpoint_every must be >= 0, got -1"),
+        ("train.on_nonfinite=halt", "train.on_nonfinite must be stop or skip, got 'halt'"),
+        ("data.train_frac=1", "data.train_frac must be in (0, 1), got 1.0"),
+        ("parallel.max_budgets=65", "parallel.max_budgets must be in 1..64, got 65"),
+        ("parallel.compile_seconds=0", "parallel.compile_seconds must be in (0, 86400], got 0.0"),
+        ("parallel.compile_steps=-2", "parallel.compile_steps must be >= 0, or -1 (auto), got -2.0"),
+        ("parallel.bucket_ratio=1", "parallel.bucket_ratio must be > 1 and finite, got 1.0"),
+        ("data.last_snapshots=-2", "data.last_snapshots must be >= 0, or -1 (default), got -2"),
+        (
+            "train.class_weights=[0.5, -1]",
+            "train.class_weights must be >= 0 and finite (each), got [0.5, -1.0]",
+        ),
+        ("data.syn_nodes=5", "data.syn_nodes (5) must be >= 2 * data.syn_communities (6)"),
+    ]:
+        with pytest.raises(UserError) as err:
+            load_config(None, [override])
+        assert str(err.value) == line
+    assert load_config(None, ["parallel.compile_steps=-1", "data.last_snapshots=-1"]) == Config()
+    assert load_config(None, ["parallel.compile_steps=.inf"]).parallel.compile_steps == math.inf
+
+
+def test_neg_sampling_typo_is_rejected():
+    assert load_config(None, ["data.neg_sampling=active"]).data.neg_sampling == "active"
+    with pytest.raises(UserError) as err:
+        load_config(None, ["data.neg_sampling=smart"])
+    assert str(err.value) == "data.neg_sampling must be uniform or active, got 'smart'"
+
+
+def test_schedule_method_is_checked_once_in_config_against_the_strategies():
+    from dygnex_jax.strategies import METHODS
+
+    assert META["schedule.method"]["choices"]() == METHODS
+    for method in METHODS:
+        assert load_config(None, [f"schedule.method={method}"]).schedule.method == method
+    with pytest.raises(UserError) as err:
+        load_config(None, ["schedule.method=magic"])
+    assert str(err.value) == f"unknown schedule.method 'magic': choose one of {', '.join(METHODS)}"
+
+
+def test_compose_choices_are_the_schedulers():
+    from dygnex_jax.schedule.greedy import COMPOSE
+
+    assert set(META["schedule.compose"]["choices"]) == set(COMPOSE)
+
+
+def test_loading_a_config_imports_no_jax():
+    code = (
+        "import sys; from dygnex_jax.config import load_config; "
+        "load_config(None, ['schedule.method=vertex']); assert 'jax' not in sys.modules"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+
+
+def test_declarations_are_checked_when_declared():
+    assert Interval.parse("[1, inf)").describe(integer=True) == "positive"
+    assert Interval.parse("(0, inf)").describe(integer=False) == "positive and finite"
+    assert Interval.parse("[0, inf]").describe(integer=False) == ">= 0"
+    assert Interval.parse("[0.5, 2)").describe(integer=False) == "in [0.5, 2)"
+    for text in ("1..64", "[2, 1]", "(0, x)", "[1, 2"):
+        with pytest.raises(ValueError, match="bad interval"):
+            Interval.parse(text)
+    for kwargs in ({}, {"interval": "[0, 1]", "free": "x"}, {"choices": ("a",), "also": {-1: "auto"}}):
+        with pytest.raises(TypeError):
+            key(0, **kwargs)

@@ -54,14 +54,14 @@ def test_ski_rental_rents_a_compiled_budget_until_a_compilation_would_have_been_
 
     for steps in (0.0, 3.0, 10.0):
         tr = make("parallel.reuse_slack=0", f"parallel.compile_steps={steps}")
-        tr._budgets = {big, Budget(512, 512, 512, 3)}  # a larger window count never holds the step
-        picks = [tr.reuse_budget(small) for _ in range(200)]
+        tr.packer.compiled = {big, Budget(512, 512, 512, 3)}  # a larger window count never holds the step
+        picks = [tr.packer.reuse_budget(small) for _ in range(200)]
         rented = picks.index(small)
         extra = cost(tr, big) - cost(tr, small)
         assert rented * extra <= steps * cost(tr, big) < (rented + 1) * extra  # rent up to the price
         assert all(p == big for p in picks[:rented]) and set(picks[rented:]) == {small}  # then compiled, kept
         assert rented == int(steps * cost(tr, big) // extra) and (rented > 0) == (steps > 0)
-    assert make("parallel.reuse_slack=3").reuse_budget(small) == small  # nothing compiled: compile it
+    assert make("parallel.reuse_slack=3").packer.reuse_budget(small) == small  # nothing compiled: compile it
 
 
 def test_renting_compiles_less_and_trains_the_same():
@@ -79,7 +79,7 @@ def test_renting_compiles_less_and_trains_the_same():
         for k in (0, 50)
     ]
     losses = [[r.train_epoch(e)["loss"] for e in (1, 2, 3)] for r in runs]
-    assert len(runs[1]._budgets) < len(runs[0]._budgets)
+    assert len(runs[1].packer.compiled) < len(runs[0].packer.compiled)
     np.testing.assert_allclose(losses[1], losses[0], rtol=2e-5)
 
 

@@ -1,0 +1,132 @@
+"""What a run writes and prints besides the model: progress lines, the output folder, the summary.
+
+``Progress`` is the terminal / log output of a run; ``prepare_out_dir`` checks and creates the run's
+folder before anything is written; ``summarize_run`` builds ``summary.json`` from the epochs' rows and
+the trainer's counters.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from . import compile_cache
+from .config import TASK_METRICS, Config, selection_metric, to_dict
+from .errors import UserError
+
+
+class Progress:
+    """A one-line progress bar on a terminal; otherwise (a log file, a pipe) a line every ``every``
+    seconds within a long epoch, so that a log shows a long run is alive. Per-epoch lines always.
+    Silent when ``quiet`` (the processes other than 0 of a multi-process run)."""
+
+    def __init__(self, stream=None, every: float = 60.0, quiet: bool = False):
+        self.stream = stream or sys.stderr
+        self.quiet = quiet
+        self.live = self.stream.isatty() and not quiet
+        self.every = every
+
+    def bar(self, epoch: int, epochs: int):
+        if not self.live:
+            start = last = time.monotonic()
+
+            def lines(done, total):
+                nonlocal last
+                now = time.monotonic()
+                if done < total and now - last >= self.every:
+                    last = now
+                    self.line(f"epoch {epoch}/{epochs}: step {done}/{total} after {now - start:.0f} s")
+
+            return lines
+
+        def update(done, total):
+            width = 30
+            fill = int(width * done / total)
+            self.stream.write(f"\repoch {epoch}/{epochs} [{'#' * fill}{'.' * (width - fill)}] {done}/{total}")
+            self.stream.flush()
+            if done == total:
+                self.stream.write("\r" + " " * 60 + "\r")
+
+        return update
+
+    def line(self, text: str):
+        if not self.quiet:
+            print(text, file=self.stream, flush=True)
+
+
+def default_out_dir(config: Config) -> Path:
+    return Path("runs") / f"{config.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def prepare_out_dir(out_dir: Path) -> None:
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UserError(f"--out {str(out_dir)!r} is a file: choose a directory")
+    if (out_dir / "metrics.jsonl").exists():
+        raise UserError(f"--out {str(out_dir)!r} already holds a run: choose another directory")
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+
+def epoch_line(row: dict, epochs: int, task: str) -> str:
+    """The one line printed after every epoch: loss, the evaluated metrics, seconds, padding efficiency."""
+    names = TASK_METRICS[task][0]
+    evals = "".join(
+        f"  {s}" + "".join(f" {k.upper()} {row[f'{s}_{k}']:.4f}" for k in names)
+        for s in ("val", "test")
+        if f"{s}_{names[0]}" in row
+    )
+    skipped = f"  skipped {row['skipped_steps']} non-finite step(s)" if row["skipped_steps"] else ""
+    return (
+        f"epoch {row['epoch']}/{epochs}  loss {row['loss']:.4f}{evals}  {row['epoch_seconds']:.2f}s  "
+        f"pad-eff {row['padding_efficiency']:.3f}{skipped}"
+    )
+
+
+def summarize_run(config: Config, trainer, history: list[dict]) -> dict:
+    names = TASK_METRICS[config.data.task][0]
+    name, better = selection_metric(config.data.task)
+    key = f"val_{name}"
+    evaluated = [r for r in history if key in r and not math.isnan(r[key])]
+    best = better(evaluated, key=lambda r: r[key]) if evaluated else history[-1]
+    timed = [r["epoch_seconds"] for r in history[1:]] or [history[0]["epoch_seconds"]]
+    pick = ("loss", *(f"{s}_{k}" for s in ("val", "test") for k in names))
+    return {
+        "name": config.name,
+        "task": config.data.task,
+        "dataset": trainer.graph.name,
+        "model": config.model.name,
+        "schedule": config.schedule.method,
+        "devices": trainer.n_devices,
+        "windows": {s: int(len(v)) for s, v in trainer.windows.splits.items()},
+        "eval_candidates": trainer.candidate_mode,
+        "epochs": len(history),
+        "final": {k: history[-1].get(k) for k in pick},
+        "best": {"epoch": best["epoch"], **{k: best.get(k) for k in pick}},
+        "median_epoch_seconds": statistics.median(timed),
+        "first_epoch_seconds": history[0]["epoch_seconds"],
+        "mean_padding_efficiency": float(np.mean([r["padding_efficiency"] for r in history])),
+        # bytes sent by collectives per training epoch (gradients, states, features), see comm.py
+        "comm_bytes_per_epoch": {
+            k: float(np.mean([r[f"comm_bytes_{k}"] for r in history]))
+            for k in ("gradients", "states", "features")
+        }
+        | {"total": float(np.mean([r["comm_bytes"] for r in history]))},
+        "compilations": len(trainer.train_step.traces),
+        # training budgets: the layout, the policy, the planned budgets (compiled before epoch 1), the
+        # steps no planned budget held, and the seconds spent compiling training steps (not step time)
+        "layout": trainer.layout,
+        "budget_policy": config.parallel.budgets if trainer.plans_budgets else "buckets",
+        "planned_budgets": [list(b.as_tuple()) for b in trainer.planned or []],
+        "overflow_steps": trainer.overflow_steps,
+        "compile_seconds": trainer.compile_seconds,
+        "compile_seconds_ahead": trainer.compile_seconds_ahead,
+        "plan_seconds": trainer.plan_seconds,  # the schedules of the planned epochs and their budgets
+        # the persistent compilation cache: folder, hits and misses of this process, bytes it holds
+        "compile_cache": compile_cache.stats()
+        | {"bytes": compile_cache.size_bytes(compile_cache.stats()["dir"])},
+        "config": to_dict(config),
+    }

@@ -1,0 +1,101 @@
+"""The simulator's windows: ``Instance`` (cost vectors and edge profiles), loaded from a config's
+dataset (``instance_from_config``, ``cached_instance``) or scaled up by resampling (``scale_up``).
+Re-exported from ``simulate``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+
+from . import plan as planning
+from .config import Config
+from .errors import UserError
+
+
+@dataclasses.dataclass
+class Instance:
+    """Windows to schedule.
+
+    Fields:
+      name: where they come from.
+      costs: [K, 3] (nodes, edges summed over the window, training pairs).
+      profile: [K, W] edges at every time offset.
+    """
+
+    name: str
+    costs: np.ndarray
+    profile: np.ndarray
+
+    @property
+    def window(self) -> int:
+        return self.profile.shape[1]
+
+    def schedule_costs(self, time_resolved: bool = True) -> np.ndarray:
+        """[K, W + 2] (nodes, edges at every offset, pairs), or ``costs`` when not ``time_resolved``."""
+        if not time_resolved:
+            return self.costs
+        return np.column_stack([self.costs[:, :1], self.profile, self.costs[:, 2:]])
+
+    def scheduler_costs(self, config: Config, layout: str) -> np.ndarray:
+        """What the trainer's scheduler balances in ``layout`` (``plan.scheduler_costs`` itself)."""
+        return planning.scheduler_costs(_TrainWindows(self), config, layout)
+
+
+class _TrainWindows:
+    """The part of a ``WindowSet`` that ``plan.scheduler_costs`` reads, over an ``Instance`` (its windows
+    are a training split whose pair column already counts the negatives)."""
+
+    def __init__(self, inst: Instance):
+        self._inst = inst
+
+    def costs(self, split: str, neg_mult: int | None = None) -> np.ndarray:
+        return self._inst.costs
+
+    def schedule_costs(self, split: str, neg_mult: int | None, time_resolved: bool) -> np.ndarray:
+        return self._inst.schedule_costs(time_resolved)
+
+    def edge_profile(self, split: str) -> np.ndarray:
+        return self._inst.profile
+
+    @property
+    def window(self) -> int:
+        return self._inst.window
+
+
+def instance_from_config(config: Config) -> Instance:
+    """The training windows of a config's dataset (loads the data; no JAX)."""
+    from .data import datasets
+    from .data.node_windows import task_windows
+
+    ws = task_windows(datasets.load_dataset(config.data), config.data)
+    costs = ws.costs("train", config.data.neg_mult)
+    return Instance(ws.graph.name, costs, ws.edge_profile("train"))
+
+
+def cached_instance(config: Config, path: str | Path | None) -> Instance:
+    """``instance_from_config``, saved to / loaded from ``path`` (.npz) when given: loading a large
+    dataset (AS-733's 733 snapshots) takes longer than simulating it."""
+    if path and Path(path).is_file():
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                return Instance(str(z["name"]), z["costs"], z["profile"])
+        except (OSError, KeyError, ValueError) as e:
+            raise UserError(
+                f"--instance {str(path)!r} is not a saved instance ({type(e).__name__}): delete it"
+            ) from None
+    inst = instance_from_config(config)
+    if path:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        np.savez(path, name=inst.name, costs=inst.costs, profile=inst.profile)
+    return inst
+
+
+def scale_up(inst: Instance, n_windows: int, seed: int = 0) -> Instance:
+    """``n_windows`` windows drawn with replacement from ``inst``'s (cost, edge profile) rows: the same
+    size distribution (and the same joint distribution of nodes, edges per offset and pairs) at any K."""
+    rng = np.random.default_rng([seed, 6])
+    rows = rng.integers(0, len(inst.costs), size=n_windows)
+    return Instance(f"{inst.name} x{n_windows}", inst.costs[rows].copy(), inst.profile[rows].copy())

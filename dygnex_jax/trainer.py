@@ -1,0 +1,452 @@
+"""The ``Trainer``: what one run holds (data, mesh, model and optimiser, strategy, packer, evaluator) and
+one epoch of training (``train_epoch``); ``train.train_and_evaluate`` drives it. Per epoch the
+scheduler assigns the training windows to steps and devices; every step is packed into one padded host
+batch per device (``Packer``: the same budget on every device) in the way of the run's strategy
+(``strategies/``: whole windows, a time pipeline, or node ranges); the ``shard_map`` step computes
+exact mini-batch gradients (psum of sums, one division) and optax updates the replicated parameters.
+Evaluation is the task's (``tasks.py``: link MAP / MRR, edge_cls F1, node_reg MSE).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import itertools
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import jax
+import numpy as np
+import optax
+
+from . import compile_cache, parallel, strategies
+from . import plan as planning
+from .comm import collective_bytes
+from .config import Config, TrainConfig, step_layout
+from .data import datasets as _datasets
+from .data.node_windows import task_windows
+from .errors import UserError
+from .graphs import Budget, DeviceWork
+from .models import create_model
+from .packer import Packer
+from .padding import layout_view
+from .padding import padded_work as layout_padded_work
+from .schedule import cost_weights, schedule
+from .schedule.base import check_sizes
+from .schedule.cost import CostModel, default_cost_model, fit, window_features
+from .schedule.ilp import require_installed
+from .schedule.metrics import summarize
+from .tasks import get_task
+
+
+def create_optimizer(cfg: TrainConfig) -> optax.GradientTransformation:
+    if cfg.weight_decay > 0:
+        return optax.adamw(cfg.learning_rate, weight_decay=cfg.weight_decay)
+    return optax.adam(cfg.learning_rate)
+
+
+class NonFiniteStep(UserError):
+    """A train step whose loss, gradient or update is not finite (``train.on_nonfinite: stop``)."""
+
+
+class Trainer:
+    """Holds what one run needs; ``train_and_evaluate`` drives it.
+
+    Parts: ``windows`` (the data), ``mesh``, ``model`` / ``tx`` / ``params`` / ``opt_state``,
+    ``strategy`` (how a step runs), ``packer`` (steps -> host batches; the run's budgets),
+    ``evaluator`` (the task's evaluation), the cost model and scheduler ``settings``.
+    ``scheduler``: the function composing an epoch's steps (default ``schedule.schedule``).
+    """
+
+    def __init__(self, config: Config, *, graph=None, mesh=None, scheduler=schedule):
+        self.config = c = config
+        compile_cache.enable(c.parallel.compile_cache)  # before the first compilation
+        self.method = c.schedule.method
+        self.strategy = strategies.create(self.method)
+        if self.strategy.scheduler == "dygnex_l":
+            require_installed(c.schedule)
+        self.scheduler = scheduler
+        # --- data -------------------------------------------------------------------------------
+        self.graph = graph if graph is not None else _datasets.load_dataset(c.data)
+        self.task = c.data.task
+        self.windows = task_windows(self.graph, c.data)
+        self.layout = step_layout(c)  # the packed edge layout (padding.py): scan, flat or last
+        # the training windows' real work as the layout runs it (``padding.layout_view``)
+        profile = self.windows.edge_profile("train")
+        self.train_costs = layout_view(self.windows.costs("train", c.data.neg_mult), profile, self.layout)[0]
+        self.schedule_costs = planning.scheduler_costs(self.windows, c, self.layout)
+        # --- mesh -------------------------------------------------------------------------------
+        self.mesh = mesh if mesh is not None else parallel.make_mesh(c.parallel.devices)
+        self.n_devices = self.mesh.size
+        self.local_rows = parallel.local_rows(self.mesh)  # the devices whose batches this process packs
+        check_sizes(len(self.train_costs), self.n_devices, c.train.batch_size)
+        self.strategy.check(c, self.n_devices)
+        # --- cost model: the scheduler's weights (seconds per node / edge / pair when profiled) ---
+        if c.schedule.cost_model:
+            self.set_cost_model(CostModel.load(c.schedule.cost_model))
+        else:
+            self.cost_model, self.settings = default_cost_model(self.windows.window), c.schedule
+        self._slowdown: float | None = None  # see ``slowdown``
+        self.packer = Packer(
+            self.windows,
+            c,
+            self.layout,
+            get_task(self.task),
+            self.n_devices,
+            self.local_rows,
+            padded_cost=self.padded_cost,
+            step_seconds=self.step_seconds,
+            weights=lambda: self.weights,
+        )
+        # --- model & optimiser ------------------------------------------------------------------
+        self.model = create_model(c.model, self.windows.num_features, self.task)
+        self.tx = create_optimizer(c.train)
+        self._init_state()
+        # --- steps ------------------------------------------------------------------------------
+        step_loss = self.strategy.step_loss(self.model, get_task(self.task).loss, self.n_devices)
+        self.train_step = parallel.make_train_step(step_loss, self.tx, self.mesh)
+        self.evaluator = get_task(self.task).evaluator(self)
+        self._comm_bytes: dict[tuple, dict] = {}
+        # --- the run's plan and counters (parallel.budgets=planned: planned before epoch 1) -------
+        self.compose = ""  # schedule.compose=auto: the composition the plan chose
+        self.plan_note = ""  # one line on the plan, for the log
+        self.schedules: dict[int, object] = {}  # epoch -> its schedule, computed when planning
+        self._executables: dict[Budget, object] = {}
+        self.compile_seconds_ahead = 0.0  # ahead-of-time compilation of the planned budgets
+        self.plan_seconds = 0.0  # scheduling every planned epoch and planning the budgets
+        self.compile_seconds = 0.0  # all training-step compilation: ahead of time, and on demand
+        self.step_log: list[tuple[np.ndarray, float]] = []  # (padded work, seconds) of compiled steps
+        self.last_steps: list[dict] = []  # per-step figures of the last epoch (steps.jsonl)
+
+    def _init_state(self) -> None:
+        """Parameters and optimiser state, initialised on an example batch and replicated; the same on
+        every process. Jitted: one compiled program instead of hundreds of eager primitives."""
+        example = self.packer.pack([[0]], "train", epoch=0, rows=[0])[0]
+        self.packer.forget()  # the init example is not a training step (nothing was compiled)
+        local = {k: v[0] for k, v in example.items()}
+        params = jax.jit(self.model.init)(jax.random.key(self.config.train.seed), local)
+        self.params = parallel.replicate(self.mesh, params)
+        self.opt_state = parallel.replicate(self.mesh, self.tx.init(params))
+
+    # --- cost model and pricing -----------------------------------------------------------------
+
+    def set_cost_model(self, model: CostModel) -> None:
+        """Use ``model``'s seconds per node, edge and pair as the scheduler's alpha, beta, gamma (the
+        config's weights stay when the model charges nothing per node, edge or pair)."""
+        alpha, beta, gamma = (float(x) for x in model.weights(self.windows.window))
+        self.cost_model = model
+        if alpha + beta + gamma <= 0:
+            # The fit put all time into the per-step constant: sizes do not matter at this scale, so
+            # any balance is as good as another; keep the config's alpha/beta/gamma.
+            self.settings = self.config.schedule
+            return
+        self.settings = dataclasses.replace(self.config.schedule, alpha=alpha, beta=beta, gamma=gamma)
+
+    @property
+    def weights(self) -> np.ndarray:
+        return cost_weights(self.settings)
+
+    def padded_work(self, budget: Budget) -> np.ndarray:
+        """[3] (nodes, edges summed over offsets, pairs) one device runs under ``budget`` in this run's
+        layout (``padding.padded_work``)."""
+        return layout_padded_work(budget, self.windows.window, self.layout)
+
+    def padded_cost(self, budget: Budget) -> float:
+        return float(self.padded_work(budget) @ self.weights)
+
+    @property
+    def slowdown(self) -> float:
+        """How much slower a device runs than the cost model predicts because this process's devices
+        share its CPU cores (``plan.shared_cores``; 1 for a profiled cost model, measured as the devices
+        ran); averaged over the processes, so all agree."""
+        if self._slowdown is None:
+            if self.cost_model.source != "analytic":  # measured on the machine: contention included
+                self._slowdown = 1.0
+            else:
+                cores = planning.available_cores()
+                local = planning.shared_cores(len(self.local_rows), cores, jax.default_backend())
+                self._slowdown = parallel.sum_over_processes(local) / jax.process_count()
+        return self._slowdown
+
+    def step_seconds(self, budget: Budget) -> float:
+        """Predicted seconds of a training step on ``budget`` (the cost model x ``slowdown``)."""
+        fn = planning.step_seconds_fn(self.cost_model, self.windows.window, self.layout, self.slowdown)
+        return fn(budget)
+
+    def refit_cost_model(self) -> CostModel | None:
+        """Fit the cost model on the step times measured so far (compiling steps excluded)."""
+        if len(self.step_log) < 5:
+            return None
+        work = np.array([w for w, _ in self.step_log])
+        seconds = np.array([s for _, s in self.step_log])
+        w = self.windows.window
+        self.set_cost_model(fit(window_features(work, w), seconds, window=w, source="refit"))
+        self.schedules.clear()  # planned with the old weights: later epochs are scheduled anew
+        return self.cost_model
+
+    # --- the packer and evaluator, as the rest of the code and the tests know them ---------------
+
+    @property
+    def planned(self) -> list[Budget] | None:
+        return self.packer.planned
+
+    @planned.setter
+    def planned(self, budgets: list[Budget] | None) -> None:
+        self.packer.planned = budgets
+
+    @property
+    def overflow_steps(self) -> int:
+        return self.packer.overflow_steps
+
+    @property
+    def candidate_mode(self) -> str:
+        return self.evaluator.candidate_mode
+
+    @property
+    def eval_per_step(self) -> int:
+        return self.packer.eval_per_step()
+
+    def device_work(self, window_ids, split: str, epoch: int) -> DeviceWork:
+        return self.packer.device_work(window_ids, split, epoch)
+
+    def pack(self, step: list, split: str, epoch: int, rows: list[int] | None = None, groups: int = 0):
+        """``Packer.pack``: (host batch [L, ...], work [groups], budget) of a step."""
+        return self.packer.pack(step, split, epoch, rows, groups)
+
+    def pack_train(self, step: list, epoch: int):
+        """``Strategy.pack_train``: (host batch [L, ...], budget, real loads [P], padded load)."""
+        return self.strategy.pack_train(self, step, epoch)
+
+    def local_batch(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """This process's rows of a batch built for all P devices (every process builds the same)."""
+        if len(self.local_rows) == self.n_devices:
+            return batch
+        return {k: v[self.local_rows] for k, v in batch.items()}
+
+    def evaluate(self, split: str) -> dict:
+        """The task's metrics of a split (``config.TASK_METRICS``; see tasks.py)."""
+        return self.evaluator.evaluate(self, split)
+
+    def comm_bytes(self, batch: dict) -> dict[str, float]:
+        """Bytes the step's collectives move for a batch of this shape (traced once per
+        ``Strategy.comm_key``: once per run for the whole-window methods)."""
+        key = self.strategy.comm_key(batch)
+        if key not in self._comm_bytes:
+            # the global shapes: a process holds only its devices' rows of the leading P axis
+            shapes = {
+                k: jax.ShapeDtypeStruct((self.n_devices, *v.shape[1:]), v.dtype) for k, v in batch.items()
+            }
+            self._comm_bytes[key] = collective_bytes(self.train_step.grad_fn, self.params, shapes)
+        return self._comm_bytes[key]
+
+    # --- budgets planned per run ------------------------------------------------------------------
+
+    @property
+    def plans_budgets(self) -> bool:
+        return self.config.parallel.budgets == "planned" and self.strategy.whole_windows
+
+    def plan_budgets(self, log=None) -> list[Budget]:
+        """Schedule every epoch the run can foresee (all of them; with ``schedule.reschedule_every`` k,
+        epochs 1..k, as later ones depend on measured times) and plan the training budgets that hold
+        every step (``plan.plan_run``). The schedules are kept for training. Deterministic in the
+        config: a resumed run plans the same budgets as the run it continues. Idempotent."""
+        if self.planned is not None:
+            return self.planned
+        if not self.plans_budgets:
+            self.planned = []
+            return self.planned
+        start = time.perf_counter()
+        epochs = planning.planned_epochs(self.config)
+        run = planning.plan_run(
+            self.windows,
+            self.config,
+            self.n_devices,
+            self.layout,
+            self.settings,
+            epochs,
+            self.train_costs,
+            step_seconds=self.step_seconds,
+        )
+        self.compose, self.planned = run.compose, run.budgets
+        self.schedules.update(run.schedules)
+        self.plan_seconds = time.perf_counter() - start
+        tried = ", ".join(f"{k} {v:.3g}" for k, v in run.tried.items())
+        self.plan_note = (
+            f"planned {len(self.planned)} training budget(s) for "
+            f"{sum(len(n) for n in run.needs.values())} steps of epochs 1..{len(run.schedules)} "
+            f"({self.layout} layout, compose {run.compose}{', fitted to ' + run.fitted if run.fitted else ''}"
+            + (f"; planned cost by composition: {tried}" if tried else "")
+            + f"; {self.plan_seconds:.1f} s)"
+        )
+        if log:
+            log(self.plan_note)
+        return self.planned
+
+    def compile_planned(self, log=None) -> float:
+        """Compile the train step for every planned budget ahead of the first step (one line per
+        compilation to ``log``). Returns the seconds spent; they are not step time."""
+        todo = [b for b in self.plan_budgets(log) if b not in self._executables]
+        start = time.perf_counter()
+        for i, budget in enumerate(todo):
+            t0 = time.perf_counter()
+            host = self.packer.pack_budget([DeviceWork([], [], []) for _ in self.local_rows], budget)
+            self._executables[budget] = parallel.compile_step(
+                self.train_step, self.params, self.opt_state, self.mesh, host
+            )
+            self.packer.compiled.add(budget)
+            if log:
+                log(
+                    f"compiled training step {i + 1}/{len(todo)} (budget nodes {budget.nodes}, edges "
+                    f"{budget.edges}, pairs {budget.pairs}, windows {budget.windows}) in "
+                    f"{time.perf_counter() - t0:.1f} s"
+                )
+        seconds = time.perf_counter() - start
+        self.compile_seconds_ahead += seconds
+        self.compile_seconds += seconds
+        return seconds
+
+    def restore_plan(self, budgets: list[Budget], compose: str) -> None:
+        """Take a checkpoint's planned budgets and composition; schedules planned for another plan (a
+        resumed run with more epochs) are dropped, so later epochs are scheduled anew."""
+        if budgets != self.planned or compose != self.compose:
+            self.planned, self.compose = budgets, compose
+            self.schedules.clear()
+
+    # --- training -----------------------------------------------------------------------------
+
+    def epoch_schedule(self, epoch: int):
+        """The scheduler's assignment of the training windows to steps and devices for ``epoch`` (the one
+        computed when the budgets were planned, if any: kept, so an epoch run again — a restore in the
+        same process — gets the same steps, fitted to the budgets as they were planned)."""
+        if epoch in self.schedules:
+            return self.schedules[epoch]
+        c = self.config
+        settings = strategies.scheduler_settings(self.settings)
+        if self.compose and settings.compose == "auto":  # the composition the plan chose
+            settings = dataclasses.replace(settings, compose=self.compose)
+        sched = self.scheduler(
+            self.schedule_costs, self.n_devices, c.train.batch_size, settings, seed=c.train.seed, epoch=epoch
+        )
+        return dataclasses.replace(sched, method=self.method) if sched.method != self.method else sched
+
+    def prepared_steps(self, sched, epoch: int):
+        """Every step of ``sched`` in order as (host batch, batch on the mesh, budget, loads, padded
+        load). With ``parallel.prefetch`` = k > 0 a background thread packs and places the next k steps
+        while the current one runs (the main thread waits on the devices with the GIL released), so host
+        packing overlaps device work; steps are packed one after another either way, so the batches,
+        and the budgets ``Packer.reuse_budget`` picks, are the same."""
+
+        def prepare(step):
+            batch, budget, loads, padded = self.pack_train(step, epoch)
+            return batch, parallel.shard_batch(self.mesh, batch), budget, loads, padded
+
+        ahead = self.config.parallel.prefetch
+        if ahead <= 0:
+            yield from map(prepare, sched.steps)
+            return
+        steps = iter(sched.steps)
+        with ThreadPoolExecutor(1, thread_name_prefix="dygnex-pack") as pool:
+            pending = collections.deque(pool.submit(prepare, s) for s in itertools.islice(steps, ahead))
+            while pending:
+                ready = pending.popleft().result()
+                nxt = next(steps, None)
+                if nxt is not None:
+                    pending.append(pool.submit(prepare, nxt))
+                yield ready
+
+    def run_step(self, placed, budget: Budget) -> tuple[dict, float, float, bool]:
+        """One training step on the mesh -> (stats, seconds, CPU seconds of this process, compiled now).
+        Time spent compiling is counted as compilation, never as step time."""
+        traces = len(self.train_step.traces)
+        step_fn = self._executables.get(budget, self.train_step)  # compiled ahead, or jit on demand
+        start, cpu = time.perf_counter(), time.process_time()
+        self.params, self.opt_state, stats = step_fn(self.params, self.opt_state, placed)
+        stats = {k: float(v) for k, v in stats.items()}  # waits for the step
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+        compiled = len(self.train_step.traces) > traces
+        if compiled:
+            self.compile_seconds += seconds
+        else:
+            self.step_log.append((self.padded_work(budget), seconds))
+        return stats, seconds, cpu, compiled
+
+    def train_epoch(self, epoch: int, progress=None, sched=None) -> dict:
+        """One training epoch; ``sched``: ``epoch_schedule(epoch)`` when the caller already has it."""
+        self.plan_budgets()
+        sched = sched if sched is not None else self.epoch_schedule(epoch)
+        start, start_cpu = time.perf_counter(), time.process_time()
+        acc = collections.Counter()
+        budgets = set()
+        self.last_steps = []
+        for i, (step, (batch, placed, budget, loads, padded)) in enumerate(
+            zip(sched.steps, self.prepared_steps(sched, epoch))
+        ):
+            budgets.add(budget.as_tuple())
+            comm = self.comm_bytes(batch)
+            stats, seconds, cpu, compiled = self.run_step(placed, budget)
+            self._check_finite(stats, step, epoch, i)
+            predicted = float(
+                self.cost_model.predict_costs(self.padded_work(budget)[None], self.windows.window)[0]
+            )
+            finite = bool(stats["finite"])  # if not, the step left params and optimiser state alone
+            acc.update(
+                predicted=predicted,
+                real=sum(loads),
+                padded=padded,
+                skipped=not finite,
+                loss=stats["loss"] * stats["weight"] if finite else 0.0,
+                weight=stats["weight"] if finite else 0.0,
+                **{f"comm_{k}": v for k, v in comm.items()},
+            )
+            self.last_steps.append(
+                {
+                    "epoch": epoch,
+                    "step": i,
+                    "seconds": seconds,
+                    "cpu_seconds": cpu,
+                    "compiled": compiled,
+                    "predicted_seconds": predicted,
+                    "budget": list(budget.as_tuple()),
+                    "device_loads": loads,
+                    "padding_efficiency": sum(loads) / padded,
+                    "imbalance": max(loads) / max(np.mean(loads), 1e-12) - 1.0,
+                    "comm_bytes": comm["total"],
+                    "loss": stats["loss"],
+                    "finite": finite,
+                }
+            )
+            if progress:
+                progress(i + 1, sched.num_steps)
+        seconds = time.perf_counter() - start
+        # CPU seconds of this epoch's training in all processes (every thread of each)
+        cpu_seconds = parallel.sum_over_processes(time.process_time() - start_cpu)
+        return self._epoch_row(acc, sched, seconds, cpu_seconds, len(budgets))
+
+    def _check_finite(self, stats: dict, step: list, epoch: int, i: int) -> None:
+        if not stats["finite"] and self.config.train.on_nonfinite == "stop":
+            split_ids = self.windows.splits["train"]
+            wins = sorted(int(split_ids[k]) for ids in step for k in ids)
+            raise NonFiniteStep(
+                f"non-finite loss or gradient (loss {stats['loss']}, gradient norm {stats['grad_norm']}) "
+                f"at epoch {epoch} step {i} (windows {', '.join(map(str, wins))})"
+            )
+
+    def _epoch_row(self, acc: collections.Counter, sched, seconds: float, cpu: float, budgets: int) -> dict:
+        sched_stats = summarize(self.train_costs, sched, self.weights)
+        comm = {k: float(acc[f"comm_{k}"]) for k in ("gradients", "states", "features", "total")}
+        return {
+            "loss": acc["loss"] / acc["weight"] if acc["weight"] else float("nan"),
+            "skipped_steps": int(acc["skipped"]),
+            "epoch_seconds": seconds,
+            "epoch_cpu_seconds": cpu,
+            "predicted_epoch_seconds": float(acc["predicted"]),
+            "padding_efficiency": acc["real"] / acc["padded"] if acc["padded"] else 1.0,
+            "schedule_padding_efficiency": sched_stats["padding_efficiency"],
+            "imbalance": sched_stats["imbalance"],
+            "scheduler_seconds": sched.seconds,
+            "schedule_fallback": sched.fallback,
+            "steps": sched.num_steps,
+            "budgets": budgets,
+            **{f"comm_bytes_{k}" if k != "total" else "comm_bytes": v for k, v in comm.items()},
+            **self.strategy.epoch_metrics(self),
+        }
