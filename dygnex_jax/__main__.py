@@ -39,14 +39,30 @@ def _parser() -> argparse.ArgumentParser:
     multi.add_argument(
         "--coordinator-timeout", type=int, default=60, metavar="S", help="seconds to wait for the coordinator"
     )
+    _add_schedule_and_profile(sub)
+    _add_simulate(sub)
+    report = sub.add_parser("report", help="plots and a Markdown table of one or more training runs")
+    report.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories written by train")
+    report.add_argument("--out", default="", help="output directory (default: report-<time>)")
+    return parser
 
+
+def _add_schedule_and_profile(sub) -> None:
     sched = sub.add_parser("schedule", help="build one epoch's schedule without training and measure it")
     sched.add_argument("--config", help="YAML config (default: the embedded synthetic default)")
     sched.add_argument("--devices", type=int, default=0, help="P (default parallel.devices, else 8)")
     sched.add_argument("--json", help="write the figures as JSON to this file")
     sched.add_argument("--plot", help="draw per-device loads per step to this PNG")
     sched.add_argument("overrides", nargs="*", metavar="key=value")
+    prof = sub.add_parser("profile", help="time train steps over a spread of sizes and fit the cost model")
+    prof.add_argument("--config", help="YAML config (default: the embedded synthetic default)")
+    prof.add_argument("--out", default="", help="output directory (default runs/profile-<name>-<time>)")
+    prof.add_argument("--steps", type=int, default=24, help="steps to time (default 24)")
+    prof.add_argument("--repeats", type=int, default=3, help="timed runs per step after its compile")
+    prof.add_argument("overrides", nargs="*", metavar="key=value")
 
+
+def _add_simulate(sub) -> None:
     sim = sub.add_parser("simulate", help="simulate step and epoch times on 1..1024+ devices (no JAX)")
     sim.add_argument("--config", help="YAML config (default: the embedded synthetic default)")
     sim.add_argument(
@@ -89,106 +105,99 @@ def _parser() -> argparse.ArgumentParser:
     sim.add_argument("--plot", help="draw the scaling curves to this PNG")
     sim.add_argument("overrides", nargs="*", metavar="key=value")
 
-    prof = sub.add_parser("profile", help="time train steps over a spread of sizes and fit the cost model")
-    prof.add_argument("--config", help="YAML config (default: the embedded synthetic default)")
-    prof.add_argument("--out", default="", help="output directory (default runs/profile-<name>-<time>)")
-    prof.add_argument("--steps", type=int, default=24, help="steps to time (default 24)")
-    prof.add_argument("--repeats", type=int, default=3, help="timed runs per step after its compile")
-    prof.add_argument("overrides", nargs="*", metavar="key=value")
 
-    report = sub.add_parser("report", help="plots and a Markdown table of one or more training runs")
-    report.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories written by train")
-    report.add_argument("--out", default="", help="output directory (default: report-<time>)")
-    return parser
+def _train(args, config) -> None:
+    from . import distributed
+    from .train import train_and_evaluate
+
+    spec = distributed.resolve(
+        args.coordinator, args.num_processes, args.process_id, args.coordinator_timeout
+    )
+    distributed.initialize(spec)  # before any other JAX call
+    if not args.resume:
+        train_and_evaluate(config, args.out)
+        return
+    from .checkpoint import resume_config
+
+    if args.out and args.out != args.resume:
+        raise UserError("--resume writes to the run's own directory: drop --out")
+    train_and_evaluate(resume_config(args.resume, args.config, args.overrides), args.resume, resume=True)
+
+
+def _schedule(args, config) -> None:
+    import jax  # the backend: fake CPU devices share the cores (the auto compile price)
+
+    from . import plan
+
+    devices = args.devices or config.parallel.devices or 8
+    slowdown = plan.shared_cores(devices, plan.available_cores(), jax.default_backend())
+    result = plan.plan(config, devices, slowdown=slowdown)
+    plan.print_table([result])
+    if args.json:
+        plan.write_json(result, args.json)
+    if args.plot:
+        plan.plot_loads(result, args.plot)
+
+
+def _simulate(args, config) -> None:
+    from . import simulate as sim
+    from .plan import write_json
+    from .schedule.cost import CostModel
+
+    link = sim.resolve_link(args.link, args.alpha, args.bandwidth)
+    result = sim.run(
+        config,
+        sim.parse_devices(args.devices),
+        [m.strip() for m in args.methods.split(",") if m.strip()],
+        link=link,
+        cost_model=CostModel.load(args.cost_model) if args.cost_model else None,
+        windows=args.windows,
+        batch_per_device=args.batch_per_device,
+        batch_size=args.batch_size,
+        shapes=args.shapes,
+        buckets=args.buckets,
+        plan_epochs=args.plan_epochs,
+        param_bytes=args.param_bytes,
+        ilp_budget=args.ilp_budget,
+        instance=args.instance,
+    )
+    print(
+        f"{result['instance']}: {result['windows']} windows, W={result['window']}, {result['batch']}, "
+        f"{result['layout']} layout, shapes {result['shapes']}, link {link.describe()}, "
+        f"all-reduce {result['param_bytes'] / 1e6:.3f} MB, cost model {result['cost_model']['source']}"
+    )
+    sim.print_table(result["rows"])
+    if args.json:
+        write_json(result, args.json)
+    if args.plot:
+        sim.plot(result["rows"], args.plot, f"{result['instance']}, {result['batch']}, {args.link}")
+
+
+def _profile(args, config) -> None:
+    import time
+
+    from .profile import run_profile
+
+    if args.steps < 2 or args.repeats < 1:
+        raise UserError("profile needs --steps >= 2 and --repeats >= 1")
+    out = args.out or f"runs/profile-{config.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    run_profile(config, out, n_steps=args.steps, repeats=args.repeats)
+
+
+COMMANDS = {"train": _train, "schedule": _schedule, "simulate": _simulate, "profile": _profile}
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
+    args = _parser().parse_args(argv)
     try:
-        from .config import load_config
-
         if args.command == "report":
             from .report import report
 
             report(args.runs, args.out or None)
             return 0
-        config = load_config(args.config, args.overrides)
-        if args.command == "train":
-            from . import distributed
+        from .config import load_config
 
-            spec = distributed.resolve(
-                args.coordinator, args.num_processes, args.process_id, args.coordinator_timeout
-            )
-            distributed.initialize(spec)  # before any other JAX call
-        if args.command == "train" and args.resume:
-            from .checkpoint import resume_config
-            from .train import train_and_evaluate
-
-            if args.out and args.out != args.resume:
-                raise UserError("--resume writes to the run's own directory: drop --out")
-            train_and_evaluate(
-                resume_config(args.resume, args.config, args.overrides), args.resume, resume=True
-            )
-        elif args.command == "train":
-            from .train import train_and_evaluate
-
-            train_and_evaluate(config, args.out)
-        elif args.command == "schedule":
-            import jax  # the backend: fake CPU devices share the cores (the auto compile price)
-
-            from . import plan
-
-            devices = args.devices or config.parallel.devices or 8
-            slowdown = plan.shared_cores(devices, plan.available_cores(), jax.default_backend())
-            result = plan.plan(config, devices, slowdown=slowdown)
-            plan.print_table([result])
-            if args.json:
-                plan.write_json(result, args.json)
-            if args.plot:
-                plan.plot_loads(result, args.plot)
-        elif args.command == "simulate":
-            from . import simulate as sim
-            from .schedule.cost import CostModel
-
-            result = sim.run(
-                config,
-                sim.parse_devices(args.devices),
-                [m.strip() for m in args.methods.split(",") if m.strip()],
-                link=sim.resolve_link(args.link, args.alpha, args.bandwidth),
-                cost_model=CostModel.load(args.cost_model) if args.cost_model else None,
-                windows=args.windows,
-                batch_per_device=args.batch_per_device,
-                batch_size=args.batch_size,
-                shapes=args.shapes,
-                buckets=args.buckets,
-                plan_epochs=args.plan_epochs,
-                param_bytes=args.param_bytes,
-                ilp_budget=args.ilp_budget,
-                instance=args.instance,
-            )
-            print(
-                f"{result['instance']}: {result['windows']} windows, W={result['window']}, {result['batch']}, "
-                f"{result['layout']} layout, shapes {result['shapes']}, "
-                f"link {sim.resolve_link(args.link, args.alpha, args.bandwidth).describe()}, "
-                f"all-reduce {result['param_bytes'] / 1e6:.3f} MB, cost model {result['cost_model']['source']}"
-            )
-            sim.print_table(result["rows"])
-            if args.json:
-                from .plan import write_json
-
-                write_json(result, args.json)
-            if args.plot:
-                sim.plot(result["rows"], args.plot, f"{result['instance']}, {result['batch']}, {args.link}")
-        elif args.command == "profile":
-            import time
-
-            from .profile import run_profile
-
-            if args.steps < 2 or args.repeats < 1:
-                raise UserError("profile needs --steps >= 2 and --repeats >= 1")
-            out = args.out or f"runs/profile-{config.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-            run_profile(config, out, n_steps=args.steps, repeats=args.repeats)
+        COMMANDS[args.command](args, load_config(args.config, args.overrides))
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -16,11 +16,8 @@ No JAX here: this runs in a second on a laptop for any method (DyGNeX-L: its sol
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -40,6 +37,7 @@ from .padding import (
     plan_budgets,
     step_need,
 )
+from .plan_report import plot_loads, print_table, write_json  # noqa: F401  (the command's output)
 from .schedule import Schedule, cost_weights, schedule
 from .schedule.cost import CostModel, default_cost_model
 from .schedule.greedy import balance_epoch
@@ -194,6 +192,77 @@ class RunPlan:
     fitted: str = ""
 
 
+@dataclasses.dataclass
+class _Planner:
+    """What ``plan_run``'s candidates share: the run's windows, costs, layout and settings."""
+
+    ws: object
+    config: Config
+    devices: int
+    layout: str
+    settings: object
+    epochs: list
+    costs: np.ndarray
+    profile: np.ndarray
+    step_seconds: object = None  # Budget -> predicted seconds (the auto compile price), or None
+
+    def __post_init__(self):
+        self.sched_costs = scheduler_costs(self.ws, self.config, self.layout)
+        self.weights = cost_weights(self.settings)
+        self.batch = self.config.train.batch_size
+        self.slots = window_slots(self.batch, self.devices)
+        self.price = None  # a compilation's price in padded cost, set from the first candidate
+
+    def needs(self, scheds: dict) -> dict:
+        return {
+            e: step_needs(self.costs, self.profile, scheds[e], self.layout, self.slots) for e in self.epochs
+        }
+
+    def attempt(self, method: str, compose: str) -> tuple[dict, dict]:
+        """Every planned epoch scheduled by ``method`` with ``compose`` -> (schedules, step needs)."""
+        st = dataclasses.replace(self.settings, method=method, compose=compose)
+        seed = self.config.train.seed
+        scheds = {
+            e: schedule(self.sched_costs, self.devices, self.batch, st, seed=seed, epoch=e)
+            for e in self.epochs
+        }
+        return scheds, self.needs(scheds)
+
+    def fitted(self, scheds: dict, needs: dict, budgets: list | None) -> tuple[dict, dict]:
+        """``fit_epochs`` of ``scheds``: to one budget (``budgets`` None), or per planned budget."""
+        classes = None
+        if budgets is not None:
+            w, layout = self.ws.window, self.layout
+            classes = {
+                e: [budgets.index(cheapest_holding(n, budgets, w, layout, self.weights)) for n in needs[e]]
+                for e in self.epochs
+            }
+        weights = cost_weights(self.settings, self.sched_costs.shape[1])
+        scheds = fit_epochs(scheds, self.sched_costs, weights, classes)
+        return scheds, self.needs(scheds)
+
+    def planned_cost(self, needs: dict) -> tuple[list, float]:
+        """The budgets planned for ``needs`` and their cost: every step's padded work on its budget
+        plus the compilations at ``price``."""
+        w, layout, weights, p = self.ws.window, self.layout, self.weights, self.config.parallel
+        flat = [n for e in self.epochs for n in needs[e]]
+        if self.price is None:  # one price for every candidate: the first one's average step
+            self.price = compile_price(flat, self.config, w, layout, weights, self.step_seconds)
+        budgets = plan_budgets(
+            flat,
+            w,
+            layout,
+            weights,
+            compile_price=self.price,
+            max_budgets=p.max_budgets,
+            align=p.budget_align,
+        )
+        paid = sum(
+            padded_cost(cheapest_holding(n, budgets, w, layout, weights), w, layout, weights) for n in flat
+        )
+        return budgets, paid + self.price * len(budgets)
+
+
 def plan_run(
     ws,
     config: Config,
@@ -220,60 +289,19 @@ def plan_run(
     costs = ws.costs("train", config.data.neg_mult) if costs is None else costs
     profile = ws.edge_profile("train") if profile is None else profile
     costs, profile = layout_view(costs, profile, layout)
-    sched_costs = scheduler_costs(ws, config, layout)
-    weights = cost_weights(settings)
-    b, slots = config.train.batch_size, window_slots(config.train.batch_size, devices)
-    planned = config.parallel.budgets == "planned"
+    pl = _Planner(ws, config, devices, layout, settings, epochs, costs, profile, step_seconds)
+    if config.parallel.budgets != "planned" or not epochs:
+        scheds, needs = pl.attempt(settings.method, settings.compose) if epochs else ({}, {})
+        return RunPlan(settings.compose, scheds, needs, [], 0.0, {})
     cost_ordered = settings.method in ("dygnex_g", "dygnex_l")
-
-    fits = planned and cost_ordered and settings.fit_epochs
-
-    def attempt(method: str, compose: str) -> tuple:
-        st = dataclasses.replace(settings, method=method, compose=compose)
-        scheds = {e: schedule(sched_costs, devices, b, st, seed=config.train.seed, epoch=e) for e in epochs}
-        return scheds, {e: step_needs(costs, profile, scheds[e], layout, slots) for e in epochs}
-
-    def fitted(scheds: dict, needs: dict, budgets: list | None) -> tuple:
-        """``fit_epochs`` of ``scheds``: to one budget (``budgets`` None), or per planned budget."""
-        classes = None
-        if budgets is not None:
-            classes = {
-                e: [budgets.index(cheapest_holding(n, budgets, ws.window, layout, weights)) for n in needs[e]]
-                for e in epochs
-            }
-        scheds = fit_epochs(scheds, sched_costs, cost_weights(settings, sched_costs.shape[1]), classes)
-        return scheds, {e: step_needs(costs, profile, scheds[e], layout, slots) for e in epochs}
-
-    def planned_cost(needs: dict, price: float) -> tuple[list, float]:
-        flat = [n for e in epochs for n in needs[e]]
-        budgets = plan_budgets(
-            flat,
-            ws.window,
-            layout,
-            weights,
-            compile_price=price,
-            max_budgets=config.parallel.max_budgets,
-            align=config.parallel.budget_align,
-        )
-        paid = sum(
-            padded_cost(cheapest_holding(n, budgets, ws.window, layout, weights), ws.window, layout, weights)
-            for n in flat
-        )
-        return budgets, paid + price * len(budgets)
-
-    if not planned or not epochs:
-        compose = settings.compose
-        scheds, needs = attempt(settings.method, compose) if epochs else ({}, {})
-        return RunPlan(compose, scheds, needs, [], 0.0, {})
     composes = COMPOSE_CANDIDATES if cost_ordered and settings.compose == "auto" else (settings.compose,)
     # cost-ordered methods: compositions are compared on DyGNeX-G (DyGNeX-L has the same steps)
     method = "dygnex_g" if cost_ordered else settings.method
     tried, best = {}, None
-    price = None
 
     def consider(name, compose, fit, scheds, needs, margin):
         nonlocal best
-        budgets, total = planned_cost(needs, price)
+        budgets, total = pl.planned_cost(needs)
         tried[name] = total
         if best is None or total < best[4] * (1.0 - margin):
             best = (compose, fit, scheds, needs, total, budgets)
@@ -281,33 +309,37 @@ def plan_run(
 
     plain = {}
     for compose in composes:
-        scheds, needs = attempt(method, compose)
-        if price is None:  # one price for every candidate: the first one's average step
-            flat = [n for e in epochs for n in needs[e]]
-            price = compile_price(flat, config, ws.window, layout, weights, step_seconds)
+        scheds, needs = pl.attempt(method, compose)
         plain[compose] = (scheds, needs, consider(compose, compose, "", scheds, needs, COMPOSE_MARGIN))
-    if fits:
+    if cost_ordered and settings.fit_epochs:
         # (1) every composition fitted to one budget per epoch; (2) the best plain composition fitted
         # per planned budget, each budget class apart
         chosen = best[0]
         for compose in composes:
-            scheds, needs = fitted(*plain[compose][:2], None)
+            scheds, needs = pl.fitted(*plain[compose][:2], None)
             consider(f"{compose} fitted", compose, "one budget", scheds, needs, 0.0)
-        scheds, needs = fitted(*plain[chosen])
+        scheds, needs = pl.fitted(*plain[chosen])
         consider(f"{chosen} fitted per budget", chosen, "per budget", scheds, needs, 0.0)
     compose, fit, scheds, needs, total, budgets = best
-    if settings.method == "dygnex_l":  # its own placements, kept where they pay less than greedy's
-        l_scheds, l_needs = attempt(settings.method, compose)
-        if fit:
-            l_budgets = planned_cost(l_needs, price)[0] if fit == "per budget" else None
-            l_scheds, l_needs = fitted(l_scheds, l_needs, l_budgets)
-        l_budgets, l_total = planned_cost(l_needs, price)
-        if l_total <= total:
-            scheds, needs, budgets, total = l_scheds, l_needs, l_budgets, l_total
-        else:  # per step L balances better, but the run's budgets fit greedy's steps better
-            why = f"greedy kept: its steps pay {total:.4g} on their planned budgets, DyGNeX-L's {l_total:.4g}"
-            scheds = {e: dataclasses.replace(sc, method="dygnex_l", fallback=why) for e, sc in scheds.items()}
+    if settings.method == "dygnex_l":
+        scheds, needs, budgets, total = _dygnex_l_placements(pl, compose, fit, scheds, needs, budgets, total)
     return RunPlan(compose, scheds, needs, budgets, total, tried if len(tried) > 1 else {}, fit)
+
+
+def _dygnex_l_placements(pl: _Planner, compose, fit, scheds, needs, budgets, total) -> tuple:
+    """DyGNeX-L's own placements of the chosen composition, kept where they pay less on their planned
+    budgets than greedy's (per step L balances better, but the run's budgets may fit greedy's steps
+    better); else greedy's, marked as DyGNeX-L's fallback with the reason."""
+    l_scheds, l_needs = pl.attempt("dygnex_l", compose)
+    if fit:
+        l_budgets = pl.planned_cost(l_needs)[0] if fit == "per budget" else None
+        l_scheds, l_needs = pl.fitted(l_scheds, l_needs, l_budgets)
+    l_budgets, l_total = pl.planned_cost(l_needs)
+    if l_total <= total:
+        return l_scheds, l_needs, l_budgets, l_total
+    why = f"greedy kept: its steps pay {total:.4g} on their planned budgets, DyGNeX-L's {l_total:.4g}"
+    scheds = {e: dataclasses.replace(sc, method="dygnex_l", fallback=why) for e, sc in scheds.items()}
+    return scheds, needs, budgets, total
 
 
 def fit_epochs(
@@ -436,54 +468,3 @@ def planned_epochs(config: Config) -> list[int]:
     if config.schedule.reschedule_every:
         last = min(last, config.schedule.reschedule_every)
     return list(range(1, last + 1))
-
-
-def print_table(rows: list[dict], stream=sys.stdout) -> None:
-    head = (
-        f"{'method':<10} {'P':>4} {'B':>4} {'layout':>6} {'compose':>14} {'pad-eff':>8} {'packed':>8} "
-        f"{'run mean':>8} {'budgets':>7} {'imbal':>7} {'pred s':>8} {'sched s':>8}  fallback"
-    )
-    print(head, file=stream)
-    for r in rows:
-        compose = r.get("compose", "") + ("+fit" if r.get("fitted") else "")
-        print(
-            f"{r['method']:<10} {r['devices']:>4} {r['batch_size']:>4} {r['layout']:>6} {compose:>14} "
-            f"{r['padding_efficiency']:>8.3f} {r['packed_padding_efficiency']:>8.3f} "
-            f"{r.get('mean_packed_padding_efficiency', r['packed_padding_efficiency']):>8.3f} {len(r['budgets']):>7} "
-            f"{r['imbalance']:>7.3f} {r['predicted_epoch_seconds']:>8.3f} "
-            f"{r['scheduler_seconds']:>8.3f}  {r['fallback'] or '-'}",
-            file=stream,
-        )
-
-
-def plot_loads(result: dict, path: str | Path) -> None:
-    """Per-device weighted load of every step (bars), one panel."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    loads = np.asarray(result["step_loads"])  # [S, P]
-    s, p = loads.shape
-    fig, ax = plt.subplots(figsize=(max(6, s * 0.5), 3.5))
-    width = 0.8 / p
-    for d in range(p):
-        ax.bar(np.arange(s) + d * width, loads[:, d], width, label=f"device {d}" if p <= 8 else None)
-    ax.set_xticks(np.arange(s) + 0.4 - width / 2, [str(i) for i in range(s)])
-    ax.set_xlabel("step")
-    ax.set_ylabel("load (a·nodes + b·edges + g·pairs)")
-    ax.set_title(
-        f"{result['dataset']}: {result['method']}, P={p}, B={result['batch_size']}, "
-        f"padding efficiency {result['padding_efficiency']:.3f}"
-    )
-    if p <= 8:
-        ax.legend(fontsize=7, ncol=4)
-    fig.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def write_json(result: dict, path: str | Path) -> None:
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(result, indent=2) + "\n")

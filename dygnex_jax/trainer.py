@@ -106,7 +106,8 @@ class Trainer:
         step_loss = self.strategy.step_loss(self.model, get_task(self.task).loss, self.n_devices)
         self.train_step = parallel.make_train_step(step_loss, self.tx, self.mesh)
         self.evaluator = get_task(self.task).evaluator(self)
-        self._comm_bytes: dict[tuple, dict] = {}
+        # collective bytes per ``Strategy.comm_key``; trainers running the same step program may share it
+        self.comm_cache: dict[tuple, dict] = {}
         # --- the run's plan and counters (parallel.budgets=planned: planned before epoch 1) -------
         self.compose = ""  # schedule.compose=auto: the composition the plan chose
         self.plan_note = ""  # one line on the plan, for the log
@@ -231,13 +232,13 @@ class Trainer:
         """Bytes the step's collectives move for a batch of this shape (traced once per
         ``Strategy.comm_key``: once per run for the whole-window methods)."""
         key = self.strategy.comm_key(batch)
-        if key not in self._comm_bytes:
+        if key not in self.comm_cache:
             # the global shapes: a process holds only its devices' rows of the leading P axis
             shapes = {
                 k: jax.ShapeDtypeStruct((self.n_devices, *v.shape[1:]), v.dtype) for k, v in batch.items()
             }
-            self._comm_bytes[key] = collective_bytes(self.train_step.grad_fn, self.params, shapes)
-        return self._comm_bytes[key]
+            self.comm_cache[key] = collective_bytes(self.train_step.grad_fn, self.params, shapes)
+        return self.comm_cache[key]
 
     # --- budgets planned per run ------------------------------------------------------------------
 

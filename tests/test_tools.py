@@ -1,7 +1,7 @@
-"""tools/sweep.py and tools/bench_schedulers.py, run as a user would (subprocesses, tiny settings)."""
+"""tools/sweep.py and tools/bench_schedulers.py, run as a user would (subprocesses, tiny settings), and
+the library functions behind the tools (dygnex_jax.research)."""
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -133,25 +133,16 @@ def test_sweep_train(tmp_path):
     assert_one_line_error(again, "already holds runs")
 
 
-def load_tool(name):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(f"tool_{name}", REPO / "tools" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_schedule_tap_caches_and_samples():
     import numpy as np
 
     from dygnex_jax.config import ScheduleConfig
+    from dygnex_jax.research.scheduler_costs import lognormal_costs
+    from dygnex_jax.research.scheduler_timing import ScheduleTap
     from dygnex_jax.schedule import schedule
 
-    bench = load_tool("bench_schedulers")
-    tap = bench.ScheduleTap(schedule)
-    costs = bench.lognormal_costs(40, seed=0)
+    tap = ScheduleTap(schedule)
+    costs = lognormal_costs(40, seed=0)
     settings = ScheduleConfig(method="dygnex_g")
     first = tap(costs, 4, 8, settings, seed=0, epoch=3)
     assert tap(costs, 4, 8, settings, seed=0, epoch=3) is first and len(tap.cache) == 1
@@ -164,7 +155,8 @@ def test_schedule_tap_caches_and_samples():
 
 
 def test_sweep_grid_parsing():
-    sweep = load_tool("sweep")
+    from dygnex_jax.research import sweep
+
     assert sweep.parse_grid("train.class_weights=[0.1,0.9], [0.5,0.5]") == (
         "train.class_weights",
         ["[0.1,0.9]", "[0.5,0.5]"],
@@ -178,7 +170,8 @@ def test_sweep_grid_parsing():
 def test_bench_torch_charges_compiled_steps_a_steady_time(tmp_path):
     """A compiling step costs what the same budget costs uncompiled; with no such step, its predicted
     time scaled by the run's measured / predicted ratio; the CPU figure of P processes scales by P."""
-    bench = load_tool("bench_torch")
+    from dygnex_jax.research import torch_bench as bench
+
     steps = [
         {
             "epoch": 1,

@@ -25,22 +25,20 @@ import dataclasses
 import json
 import os
 import platform
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from dygnex_jax.config import load_config
+from dygnex_jax.data import datasets
+from dygnex_jax.data.node_windows import task_windows
+from dygnex_jax.schedule import schedule
+from dygnex_jax.schedule.base import cost_weights
+from dygnex_jax.schedule.greedy import step_lower_bound
+from dygnex_jax.schedule.metrics import step_loads, step_objectives
 
-from dygnex_jax.config import load_config  # noqa: E402
-from dygnex_jax.data import datasets  # noqa: E402
-from dygnex_jax.data.node_windows import task_windows  # noqa: E402
-from dygnex_jax.schedule import schedule  # noqa: E402
-from dygnex_jax.schedule.base import cost_weights  # noqa: E402
-from dygnex_jax.schedule.greedy import step_lower_bound  # noqa: E402
-from dygnex_jax.schedule.metrics import step_loads, step_objectives  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]  # the checkout: default config and output paths
 
 
 def flat_costs(config: str, dataset: str, batch_size: int):

@@ -25,7 +25,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench_torch import steady_epoch_seconds
+from dygnex_jax.research.torch_bench import steady_epoch_seconds
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = "configs/egcn_o_bitcoin_otc.yaml"

@@ -22,12 +22,8 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from dygnex_jax.errors import UserError, run_tool  # noqa: E402
+from dygnex_jax.errors import UserError, run_tool
 
 GRACE_SECONDS = 5.0
 

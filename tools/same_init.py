@@ -19,7 +19,6 @@ import sys
 from pathlib import Path
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=1")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def rel(a: float, b: float) -> float:

@@ -8,12 +8,9 @@ Needs the torch extra (README: PyTorch baseline). Library code: dygnex_jax/basel
 """
 
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from dygnex_jax.baselines.torch_runner import main  # noqa: E402
-from dygnex_jax.errors import run_tool  # noqa: E402
+from dygnex_jax.baselines.torch_runner import main
+from dygnex_jax.errors import run_tool
 
 if __name__ == "__main__":
     sys.exit(run_tool(main))
