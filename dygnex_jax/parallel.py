@@ -42,6 +42,7 @@ from jax.sharding import PartitionSpec as P
 
 from .errors import UserError
 from .models.layers import Comm
+from .partition import TIME_KEYS
 
 AXIS = "data"
 
@@ -245,21 +246,10 @@ def vertex_loss(model, pair_loss: PairLoss) -> LossFn:
     return loss_fn
 
 
-def make_vertex_embed_step(model, mesh: Mesh) -> Callable:
-    """Jitted ``(params, batch) -> [P, n, H]`` every device's own node embeddings (vertex partition)."""
-    vmodel = model.clone(encoder=model.encoder.clone(comm=VERTEX_COMM))
-
-    def per_device(params, batch):
-        return vmodel.apply(params, _local(batch), method=type(vmodel).embed)[None]
-
-    return jax.jit(
-        shard_map(per_device, mesh=mesh, in_specs=(P(), P(AXIS)), out_specs=P(AXIS), check_vma=False)
-    )
-
-
 # --- snapshot partition (pipeline over time) ----------------------------------------------------------
 
-TIME_KEYS = ("feat", "senders", "receivers", "edge_mask", "valid")
+# a pipeline batch's per-time-offset keys: partition.TIME_KEYS and the valid-offset mask
+PIPELINE_TIME_KEYS = (*TIME_KEYS, "valid")
 PAIR_KEYS = ("pair_src", "pair_dst", "pair_label", "pair_weight")
 
 
@@ -294,7 +284,7 @@ def pipeline_loss(model, pair_loss: PairLoss, n_devices: int) -> LossFn:
             received, num, den = state
             micro = t - p
             j = jnp.clip(micro, 0, m - 1)
-            xs = {k: batch[k][j] for k in TIME_KEYS}
+            xs = {k: batch[k][j] for k in PIPELINE_TIME_KEYS}
             carry = jax.tree.map(lambda a, r: jnp.where(p == 0, a, r), init, received)
             carry, h = model.apply(params, carry, xs, method=cls.advance)
             done = (micro >= 0) & (micro < m) & (p == last)

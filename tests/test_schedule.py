@@ -100,7 +100,11 @@ def test_balance_epoch_gains_nothing_below_its_floor():
 
 
 def test_methods_registered():
-    assert set(METHODS) <= set(available_methods())
+    """The schedulers are exactly these, and every strategy's scheduler is one of them."""
+    from dygnex_jax.strategies import STRATEGIES
+
+    assert set(METHODS) == set(available_methods())
+    assert {row[2] for row in STRATEGIES.values()} <= set(available_methods())
 
 
 def test_every_method_places_each_window_once_with_right_step_sizes():
