@@ -9,7 +9,9 @@ budget: in training one of the run's planned budgets (padding.plan_budgets), els
 need rounded up to a shape bucket; either way the compiled step is the same on every device. Padding
 edges connect the last node, which is always a padding node, to itself with mask 0; padding pairs have
 weight 0; padding windows own no node. Padding never changes an output (tests/test_models.py and
-tests/test_flat_layout.py prove it).
+tests/test_flat_layout.py prove it). The models see a time offset's graph as a ``jraph.GraphsTuple``
+(models/graph_view.py): the window slots are its graphs (``n_node`` = ``window_sizes``), the padding
+rows and padding edges its last graph, jraph's padding graph (tests/test_graphs_tuple.py).
 
 Axis letters: P devices, W time offsets, N nodes, E edges per time offset, Q target pairs, K windows.
 """
@@ -91,8 +93,9 @@ def _pack_graph(work: DeviceWork, budget: Budget, window_len: int, arrays: dict,
     edge's mask is 1, or its weight where the window has ``weights``.
 
     ``layout`` (see padding.py): ``scan`` gives edges per time offset [W, E] in packed node ids;
-    ``flat`` gives all offsets' edges in one list [E] of node-time ids ``tau * N + node`` (padding edges
-    join the last offset's padding node, ``W * N - 1``, to itself); ``last`` gives the last offset's
+    ``flat`` gives all offsets' edges in one list [E] of node-time ids ``tau * N + node``, ordered by
+    offset, then window, like the node-time rows (padding edges last, joining the last offset's padding
+    node, ``W * N - 1``, to itself); ``last`` gives the last offset's
     edges alone, [1, E] in packed node ids (the scan layout's last row: a model tells it by its one
     row against W offsets of node inputs)."""
     check_layout(layout)
@@ -112,7 +115,9 @@ def _pack_graph(work: DeviceWork, budget: Budget, window_len: int, arrays: dict,
     if len(work.windows) > k:
         raise ValueError(f"{len(work.windows)} windows exceed the budget of {k}")
     node_off, pair_off, edge_off = 0, 0, np.zeros(w, np.int64)
-    flat_off = 0
+    if flat:  # window j's edges of offset tau start after every edge of earlier offsets and windows
+        counts = np.array([[len(x) for x in win.edges] for win in work.windows], np.int64).reshape(-1, w).T
+        flat_start = (np.cumsum(counts) - counts.ravel()).reshape(counts.shape)  # [W, K_real]
     for j, (win, targets) in enumerate(zip(work.windows, work.pairs)):
         m, nq = win.num_local, len(targets)
         if node_off + m >= n or pair_off + nq > q:
@@ -125,14 +130,13 @@ def _pack_graph(work: DeviceWork, budget: Budget, window_len: int, arrays: dict,
                 continue  # the model's output reads the last offset's graph alone
             mask = 1.0 if weights is None else weights[tau]
             if flat:
-                lo, hi = flat_off, flat_off + len(edges)
+                lo, hi = flat_start[tau, j], flat_start[tau, j] + len(edges)
                 if hi > e:
                     raise ValueError("the work does not fit the budget")
                 base = tau * n + node_off
                 out["senders"][lo:hi] = edges[:, 0] + base
                 out["receivers"][lo:hi] = edges[:, 1] + base
                 out["edge_mask"][lo:hi] = mask
-                flat_off = hi
                 continue
             row = 0 if layout == "last" else tau  # last: the one row holds offset W-1
             lo, hi = edge_off[tau], edge_off[tau] + len(edges)

@@ -1,4 +1,5 @@
-"""What the tests that run the CLI or a tool in a subprocess share: the runner and its assertions."""
+"""What tests share: the small in-process ``Trainer`` factory and its base overrides, and, for the tests
+that run the CLI or a tool in a subprocess, the runner and its assertions."""
 
 from __future__ import annotations
 
@@ -8,6 +9,32 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+
+# --- small in-process trainers ----------------------------------------------------------------------
+
+# Window 4 and a model 8 wide: the link-prediction runs on the toy graph (conftest.make_toy_graph).
+SMALL = ["data.window=4", "model.hidden=8", "model.head_hidden=8"]
+# The training-loop tests (test_train.py, test_checkpoint.py): 2 negatives per positive, 2 devices.
+LOOP = [*SMALL, "data.neg_mult=2", "parallel.devices=2"]
+# The exactness tests (test_parallel.py, test_partition.py): 3 negatives, 8 windows a step; the model and
+# the device count are each test's own.
+EXACT = [*SMALL, "train.batch_size=8", "data.neg_mult=3"]
+
+
+def make_trainer(
+    *overrides: str, base=SMALL, graph=None, model: str | None = None, devices: int | None = None
+):
+    """A ``Trainer`` of ``load_config(None, [*base, model.name=MODEL, parallel.devices=DEVICES,
+    *overrides])`` (``model`` / ``devices`` only when given) on ``graph`` (default: the toy graph)."""
+    from conftest import make_toy_graph
+
+    from dygnex_jax.config import load_config
+    from dygnex_jax.train import Trainer
+
+    keys = [f"model.name={model}"] if model is not None else []
+    keys += [f"parallel.devices={devices}"] if devices is not None else []
+    config = load_config(None, [*base, *keys, *overrides])
+    return Trainer(config, graph=graph if graph is not None else make_toy_graph())
 
 
 def run_python(args, *, timeout: float, fake_devices: int = 0, cwd=REPO) -> subprocess.CompletedProcess:

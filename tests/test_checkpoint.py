@@ -5,6 +5,7 @@ the parameters, optimiser state and metrics of an uninterrupted run; a non-finit
 with one line naming the step, its windows and the last good checkpoint, exit code 2.
 """
 
+import functools
 import json
 import os
 import shutil
@@ -17,12 +18,11 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-from conftest import make_toy_graph
+from helpers import LOOP, make_trainer
 
 from dygnex_jax import checkpoint
 from dygnex_jax.__main__ import main
-from dygnex_jax.config import load_config
-from dygnex_jax.train import NonFiniteStep, Trainer
+from dygnex_jax.train import NonFiniteStep
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = str(REPO / "configs" / "smoke.yaml")
@@ -159,14 +159,9 @@ def test_nan_stops_with_step_windows_and_last_checkpoint(reference_run, tmp_path
 
 # ------------------------------------------------------------------------------- in-process units
 
-BASE = ["data.window=4", "model.hidden=8", "model.head_hidden=8", "data.neg_mult=2", "parallel.devices=2"]
 ONE_BUDGET = ["parallel.min_bucket=512", "parallel.bucket_ratio=4.0"]  # one compilation per trainer
-
-
-def toy(*extra) -> Trainer:
-    return Trainer(
-        load_config(None, [*BASE, *ONE_BUDGET, "train.batch_size=4", *extra]), graph=make_toy_graph()
-    )
+# the toy graph, 2 devices, 4 windows a step
+toy = functools.partial(make_trainer, base=[*LOOP, *ONE_BUDGET, "train.batch_size=4"])
 
 
 def leaves(tree) -> list[np.ndarray]:

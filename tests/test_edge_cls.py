@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import SMALL, make_trainer
 from test_parallel import assert_trees_close, grads_on_eight_and_one
 
 from dygnex_jax.__main__ import main
@@ -130,12 +131,13 @@ def test_f1_equals_sklearn():
 
 # --- the model on edge_cls batches ------------------------------------------------------------------
 
-SMALL = ["data.task=edge_cls", "data.window=4", "train.batch_size=8", "model.hidden=8", "model.head_hidden=8"]
+EDGE_CLS = ["data.task=edge_cls", *SMALL, "train.batch_size=8"]
 
 
 def trainer(devices: int, *extra) -> Trainer:
-    cfg = load_config(None, [*SMALL, f"parallel.devices={devices}", "train.class_weights=[0.8, 0.2]", *extra])
-    return Trainer(cfg, graph=rated_graph())
+    return make_trainer(
+        "train.class_weights=[0.8, 0.2]", *extra, base=EDGE_CLS, devices=devices, graph=rated_graph()
+    )
 
 
 def test_edge_cls_padding_invariance():
@@ -200,10 +202,9 @@ def test_labels_that_the_inputs_determine_are_learned():
         np.where(np.bincount(s[:, 1], minlength=graph.num_nodes)[s[:, 1]] >= 4, -1, 1).astype(np.int32)
         for s in graph.snapshots
     ]
-    cfg = load_config(
-        None, [*SMALL, "parallel.devices=2", "train.learning_rate=0.03", "train.class_weights=[0.5, 0.5]"]
+    tr = make_trainer(
+        "train.learning_rate=0.03", "train.class_weights=[0.5, 0.5]", base=EDGE_CLS, devices=2, graph=graph
     )
-    tr = Trainer(cfg, graph=graph)
     base = tr.evaluate("val")
     for epoch in range(1, 9):
         tr.train_epoch(epoch)
@@ -215,14 +216,9 @@ def test_labels_that_the_inputs_determine_are_learned():
 def test_full_batch_step_is_the_same_under_every_window_scheduler():
     """B = all training windows: one step, so psg, dygnex_g and dygnex_l must give the same update."""
     graph = rated_graph()
-    k = len(WindowSet(graph, load_config(None, SMALL).data).splits["train"])
+    k = len(WindowSet(graph, load_config(None, EDGE_CLS).data).splits["train"])
     runs = [
-        Trainer(
-            load_config(
-                None, [*SMALL, "parallel.devices=2", f"schedule.method={m}", f"train.batch_size={k}"]
-            ),
-            graph=graph,
-        )
+        make_trainer(f"schedule.method={m}", f"train.batch_size={k}", base=EDGE_CLS, devices=2, graph=graph)
         for m in ("psg", "dygnex_g", "dygnex_l")
     ]
     losses = [r.train_epoch(1)["loss"] for r in runs]

@@ -105,6 +105,11 @@ def check_flat_equals_scan(model, params, scan: dict, loss):
         trees_close(got_grad, want_grad)
 
 
+# slow (75 s for the five cases on the shared 2-core machine): test_flat_equals_scan_node_reg checks the
+# same flat == scan equality (outputs, embeddings, loss, gradients; tight, loose and shuffled flat
+# padding) for every one of these models on weighted edges, and test_the_packer_layouts_give_the_scan_outputs
+# checks it on link batches the packer lays out flat (egcn_o, tgcn).
+@pytest.mark.slow
 @pytest.mark.parametrize("name,extra", FLAT_CASES, ids=CASE_IDS)
 def test_flat_equals_scan_link(name, extra):
     tr = trainer(name, 1, extra=extra)

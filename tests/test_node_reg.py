@@ -15,9 +15,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import make_trainer
 from test_parallel import grads_on_eight_and_one
 
-from dygnex_jax.config import DataConfig, load_config
+from dygnex_jax.config import DataConfig
 from dygnex_jax.data import datasets
 from dygnex_jax.data.graph import DynamicGraph
 from dygnex_jax.data.node_windows import NodeWindowSet
@@ -189,12 +190,12 @@ def test_weighted_operators_equal_pyg():
 
 # --- training: padding invariance, devices, CLI -------------------------------------------------------
 
-SMALL = ["data.task=node_reg", "data.window=3", "data.lags=2", "train.batch_size=8", "model.hidden=8"]
+# window 3 (not helpers.SMALL's 4) and the default head width
+NODE_REG = ["data.task=node_reg", "data.window=3", "data.lags=2", "train.batch_size=8", "model.hidden=8"]
 
 
 def trainer(model: str, devices: int, extra=()) -> Trainer:
-    cfg = load_config(None, [*SMALL, f"model.name={model}", f"parallel.devices={devices}", *extra])
-    return Trainer(cfg, graph=signal_graph(t=24))
+    return make_trainer(*extra, base=NODE_REG, model=model, devices=devices, graph=signal_graph(t=24))
 
 
 @pytest.mark.parametrize("model", ["gcrn_gru", "tgcn"])

@@ -8,27 +8,20 @@ import jax
 import numpy as np
 import pytest
 from conftest import make_toy_graph
+from helpers import EXACT, make_trainer
 
 from dygnex_jax import parallel, partition
 from dygnex_jax.config import load_config
-from dygnex_jax.train import Trainer, make_loss_fn, train_and_evaluate
-
-SMALL = ["train.batch_size=8", "model.hidden=8", "model.head_hidden=8", "data.neg_mult=3"]
+from dygnex_jax.train import make_loss_fn, train_and_evaluate
 
 
 def trainer(model, devices, method="psg", extra=(), graph=None):
-    cfg = load_config(
-        None,
-        [
-            *SMALL,
-            "data.window=4",
-            f"model.name={model}",
-            f"parallel.devices={devices}",
-            f"schedule.method={method}",
-            *extra,
-        ],
+    """A trainer of the exactness tests' config (helpers.EXACT) on a smaller toy graph (60 nodes, 20
+    snapshots)."""
+    graph = graph if graph is not None else make_toy_graph(num_nodes=60, num_snapshots=20)
+    return make_trainer(
+        f"schedule.method={method}", *extra, base=EXACT, model=model, devices=devices, graph=graph
     )
-    return Trainer(cfg, graph=graph if graph is not None else make_toy_graph(num_nodes=60, num_snapshots=20))
 
 
 def single_device_grads(model, ids, extra=()):
@@ -102,8 +95,7 @@ def test_comm_bytes_equal_hand_computed(method, model):
     """P = 2, W = 2, F = 1 (constant input), H = 2, one graph layer, Chebyshev K = 2, head 2 wide,
     float32. Conventions (comm.py): psum of s bytes 2(P-1)s, all_gather P(P-1)s, reduce_scatter
     (P-1)s, ppermute s per pair, all summed over devices."""
-    cfg = load_config(None, [*TINY, "parallel.devices=2", f"schedule.method={method}", f"model.name={model}"])
-    tr = Trainer(cfg, graph=tiny_graph())
+    tr = make_trainer(f"schedule.method={method}", base=TINY, model=model, devices=2, graph=tiny_graph())
     batch, _, _, _ = tr.pack_train([np.array([0]), np.array([1])], epoch=1)
     # Parameters: EvolveGCN-O: gcn_0 1x2 and its rows-form GRU (see below) -> 2 + 36;
     # GCRN: six ChebConvs (3 on x: 2 + 2 weights + 2 bias, 3 on h: 4 + 4 + 2) -> 18 + 30;

@@ -3,23 +3,18 @@ paid as the ``schedule`` command says, the same training as bucketed budgets, an
 compilation cache changes no bit."""
 
 import dataclasses
+import functools
 import json
 
 import jax
 import numpy as np
 import pytest
-from conftest import make_toy_graph
-from helpers import run_cli
+from helpers import SMALL, make_trainer, run_cli
 
 from dygnex_jax import plan
-from dygnex_jax.config import load_config
-from dygnex_jax.train import Trainer
 
-BASE = ["data.window=4", "model.hidden=8", "model.head_hidden=8", "data.neg_mult=2", "train.epochs=3"]
-
-
-def make(*extra, devices=4):
-    return Trainer(load_config(None, [*BASE, f"parallel.devices={devices}", *extra]), graph=make_toy_graph())
+# the toy graph, 4 devices, 3 epochs planned
+make = functools.partial(make_trainer, base=[*SMALL, "data.neg_mult=2", "train.epochs=3"], devices=4)
 
 
 @pytest.mark.parametrize("model,layout", [("egcn_o", "last"), ("tgcn", "flat"), ("gcrn_gru", "scan")])
@@ -95,6 +90,10 @@ def test_compose_auto_keeps_the_cheapest_planned_composition():
     assert set(off.tried) == set(plan.COMPOSE_CANDIDATES) and not off.fitted
 
 
+# slow (17 s: three CLI runs): test_checkpoint.py::test_same_config_and_seed_same_metrics runs the smoke
+# config again on the warm cache of the session and gets the same metrics, steps and parameters bit for
+# bit; test_compile_cache.py checks cold == warm outputs, hits, and that "off" writes nothing.
+@pytest.mark.slow
 def test_results_are_bit_identical_with_the_cache_off_cold_and_warm(tmp_path):
     """The persistent compilation cache changes no bit: the same run with it off, cold and warm writes
     the same losses and metrics; the warm run hits the cache."""

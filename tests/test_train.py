@@ -1,17 +1,12 @@
 """Training loop invariants: determinism, schedule methods agree on the samples, adaptive re-fit."""
 
+import functools
+
 import jax
 import numpy as np
-from conftest import make_toy_graph
+from helpers import LOOP, make_trainer
 
-from dygnex_jax.config import load_config
-from dygnex_jax.train import Trainer
-
-BASE = ["data.window=4", "model.hidden=8", "model.head_hidden=8", "data.neg_mult=2", "parallel.devices=2"]
-
-
-def make(*extra):
-    return Trainer(load_config(None, [*BASE, *extra]), graph=make_toy_graph())
+make = functools.partial(make_trainer, base=LOOP)  # the toy graph, 2 devices
 
 
 def test_same_seed_same_run():

@@ -12,6 +12,10 @@ runs node-wise afterwards. A model tells the layouts apart by ``batch["senders"]
 both take the same parameters. ``last`` (``LAST_OFFSET_MODELS``: EvolveGCN-O): edges [1, E] of the last
 offset alone in packed node ids, told apart from ``scan`` by their one row against W offsets of node inputs;
 a model that reads every offset rejects it (its scan sees mismatched time axes).
+
+The graph operators (layers.py) take these edges as ``jraph.GraphsTuple``s (graph_view.py): per offset in
+``scan`` / ``last`` (the window slots as graphs, the padding graph last), one over the node-time rows in
+``flat``.
 """
 
 from __future__ import annotations

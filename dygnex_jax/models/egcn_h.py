@@ -18,7 +18,9 @@ from __future__ import annotations
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import jraph
 
+from .graph_view import offset_graphs
 from .layers import GRUCell, gcn_aggregate, node_inputs, scan_steps
 
 
@@ -34,7 +36,7 @@ def window_topk(
     n = x.shape[0]
     order = jnp.lexsort((-score, node_window))  # by slot, then descending score (stable)
     cum = jnp.cumsum(node_count[order])  # inclusive running count in that order
-    totals = jax.ops.segment_sum(node_count, node_window, num_segments=num_slots)
+    totals = jraph.segment_sum(node_count, node_window, num_segments=num_slots)
     start = jnp.cumsum(totals) - totals
     ranks = jnp.arange(k)
     pos = jnp.searchsorted(cum, start[:, None] + ranks[None, :], side="right")  # [slots, k]
@@ -53,8 +55,8 @@ class _Step(nn.Module):
     @nn.compact
     def __call__(self, carry, xs):
         weights, _ = carry
-        h, senders, receivers, edge_mask, node_window, node_count, window_sizes = xs
-        slots = window_sizes.shape[0]
+        graph, node_window, node_count = xs  # graph: this offset's GraphsTuple, n_node = window_sizes
+        h, slots = graph.nodes, graph.n_node.shape[0]
         new_weights = []
         for i, w in enumerate(weights):
             fan_in = self.dims[i]
@@ -63,8 +65,8 @@ class _Step(nn.Module):
             pooled = window_topk(h, score, node_window, node_count, slots, fan_in)  # [S, in, in]
             w = GRUCell(self.dims[i + 1], name=f"evolve_{i}")(pooled, w)  # [S, in, out]
             new_weights.append(w)
-            hw = jax.lax.ragged_dot(h, w, window_sizes)
-            h = jax.nn.relu(gcn_aggregate(hw, senders, receivers, edge_mask))
+            hw = jax.lax.ragged_dot(h, w, graph.n_node)  # every window slot (graph) by its own weights
+            h = jax.nn.relu(gcn_aggregate(graph._replace(nodes=hw)))
         return (tuple(new_weights), h), None
 
 
@@ -90,13 +92,9 @@ class EvolveGCNH(nn.Module):
         w_len = batch["senders"].shape[0]
         per_tau = lambda a: jnp.broadcast_to(a, (w_len, *a.shape))  # noqa: E731
         xs = (
-            node_inputs(batch, self.num_features),
-            batch["senders"],
-            batch["receivers"],
-            batch["edge_mask"],
+            offset_graphs(batch, node_inputs(batch, self.num_features)),
             per_tau(batch["node_window"]),
             per_tau(batch["node_count"]),
-            per_tau(batch["window_sizes"]),
         )
         (_, h), _ = scan_steps(_Step, dims=dims)((weights, jnp.zeros((n, self.hidden))), xs)
         return h

@@ -30,6 +30,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from .graph_view import at_offset, flat_graph, offset_graphs
 from .layers import LOCAL, Comm, GRUCell, MatrixGRU, gcn_aggregate, node_inputs
 
 
@@ -46,7 +47,7 @@ class _Step(nn.Module):
     @nn.compact
     def __call__(self, carry, xs):
         weights, h_prev = carry
-        h, senders, receivers, edge_mask, valid = xs
+        graph, valid = xs  # graph: this offset's GraphsTuple (nodes = inputs); None: the weights alone
         if self.gru == "rows":
             new_weights = tuple(GRUCell(w.shape[1], name=f"evolve_{i}")(w, w) for i, w in enumerate(weights))
         else:
@@ -56,11 +57,12 @@ class _Step(nn.Module):
             )
         # a padded (invalid) time offset leaves the carry as it was
         keep = lambda new, old: jnp.where(valid, new, old)  # noqa: E731
-        if h is None:
+        if graph is None:
             # flat layout: the weights alone; ys = the weights the GCN of this offset uses
             return (jax.tree.map(keep, new_weights, weights), None), new_weights
+        h = graph.nodes
         for w in new_weights:
-            h = jax.nn.relu(gcn_aggregate(h @ w, senders, receivers, edge_mask, self.comm))
+            h = jax.nn.relu(gcn_aggregate(graph._replace(nodes=h @ w), self.comm))
         return (jax.tree.map(keep, new_weights, weights), keep(h, h_prev)), None
 
 
@@ -93,7 +95,7 @@ class EvolveGCNO(nn.Module):
         valid offset; zeros if none is valid)."""
         x = node_inputs(xs, self.num_features)  # [T, N, F]
         valid = xs.get("valid", jnp.ones(x.shape[0], bool))
-        seq = (x, xs["senders"], xs["receivers"], xs["edge_mask"], valid)
+        seq = (offset_graphs(xs, x), valid)
         (weights, h), _ = self.step((carry, jnp.zeros((x.shape[1], self.hidden))), seq)
         return weights, h
 
@@ -107,8 +109,7 @@ class EvolveGCNO(nn.Module):
     def evolved_weights(self, valid: jax.Array) -> tuple[jax.Array, ...]:
         """The GCN weights of every time offset, per layer [W, in, out] (``valid`` [W]: a padded offset
         keeps the previous weights): the recurrence alone, which never reads the graph."""
-        none = (None,) * 4
-        _, per_tau = self.step((self.initial_weights, None), (*none, valid))
+        _, per_tau = self.step((self.initial_weights, None), (None, valid))
         return per_tau
 
     def last(self, batch: dict) -> jax.Array:
@@ -121,11 +122,11 @@ class EvolveGCNO(nn.Module):
                 "the last-offset layout holds one device's whole graph: vertex partition needs 'scan'"
             )
         last = {k: batch[k][-1:] for k in ("x", "feat") if k in batch}
-        h = node_inputs(last, self.num_features)[0]  # [N, F] at offset W-1
+        graph = at_offset(offset_graphs(batch, node_inputs(last, self.num_features)), 0)  # offset W-1
         per_tau = self.evolved_weights(jnp.ones(_offsets(batch), bool))
-        edges = (batch["senders"][0], batch["receivers"][0], batch["edge_mask"][0])
+        h = graph.nodes  # [N, F]
         for w in per_tau:
-            h = jax.nn.relu(gcn_aggregate(h @ w[-1], *edges))
+            h = jax.nn.relu(gcn_aggregate(graph._replace(nodes=h @ w[-1])))
         return h
 
     def flat(self, batch: dict) -> jax.Array:
@@ -140,10 +141,10 @@ class EvolveGCNO(nn.Module):
         w_len, n = x.shape[:2]
         valid = batch.get("valid", jnp.ones(w_len, bool))
         per_tau = self.evolved_weights(valid)  # per layer [W, in, out]
-        edges = (batch["senders"], batch["receivers"], batch["edge_mask"])
+        graph = flat_graph(batch, x.reshape(w_len * n, -1))  # the W x (K+1) node-time graphs
         h = x
         for w in per_tau:
             hw = jnp.einsum("tnf,tfo->tno", h, w).reshape(w_len * n, w.shape[-1])
-            h = jax.nn.relu(gcn_aggregate(hw, *edges)).reshape(w_len, n, w.shape[-1])
+            h = jax.nn.relu(gcn_aggregate(graph._replace(nodes=hw))).reshape(w_len, n, w.shape[-1])
         last = w_len - 1 - jnp.argmax(valid[::-1])  # the last valid offset
         return jnp.where(valid.any(), h[last], 0.0)

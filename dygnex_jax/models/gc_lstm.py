@@ -16,20 +16,21 @@ from .layers import ChebConv, GraphLSTMEncoder
 
 
 class GCLSTMCell(nn.Module):
-    """One step: ``(x [N, F], (h, c) [N, H] each, edges) -> (h', c')``."""
+    """One step: ``(x [N, F], (h, c) [N, H] each, graph) -> (h', c')`` (``graph``: the offset's
+    GraphsTuple)."""
 
     hidden: int
     k: int = 2
 
     @nn.compact
-    def __call__(self, x, state, edges):
+    def __call__(self, x, state, graph):
         h, c = state
         glorot = nn.initializers.glorot_uniform()
 
         def pre(gate):
             w = self.param(f"W_{gate}", glorot, (x.shape[-1], self.hidden))
             b = self.param(f"b_{gate}", nn.initializers.zeros, (self.hidden,))
-            return x @ w + ChebConv(self.hidden, self.k, name=f"conv_{gate}")(h, edges) + b
+            return x @ w + ChebConv(self.hidden, self.k, name=f"conv_{gate}")(h, graph) + b
 
         i = jax.nn.sigmoid(pre("i"))
         f = jax.nn.sigmoid(pre("f"))

@@ -14,6 +14,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from .graph_view import flat_graph, offset_graphs
 from .layers import GCNConv, GRUCell, node_inputs, scan_steps
 
 
@@ -22,10 +23,10 @@ class _Step(nn.Module):
     layers: int
 
     @nn.compact
-    def __call__(self, h, xs):
-        x, senders, receivers, edge_mask = xs
+    def __call__(self, h, graph):
+        x = graph.nodes  # graph: this offset's GraphsTuple, nodes = the inputs
         for i in range(self.layers):
-            x = jax.nn.relu(GCNConv(self.hidden, name=f"gcn_{i}")(x, (senders, receivers, edge_mask)))
+            x = jax.nn.relu(GCNConv(self.hidden, name=f"gcn_{i}")(x, graph))
         return GRUCell(self.hidden, name="gru")(x, h), None
 
 
@@ -34,18 +35,18 @@ def _gru_step(gru: GRUCell, h, e_tau):
 
 
 class _FlatStep(nn.Module):
-    """The flat layout's ``step`` (``_Step``'s parameters): x [W, N, F] and flat edges over the W*N
-    rows -> GRU state [N, hidden] after the last offset."""
+    """The flat layout's ``step`` (``_Step``'s parameters): x [W, N, F] and the flat GraphsTuple over
+    the W*N rows -> GRU state [N, hidden] after the last offset."""
 
     hidden: int
     layers: int
 
     @nn.compact
-    def __call__(self, x, edges):
+    def __call__(self, x, graph):
         w_len, n = x.shape[:2]
         e = x.reshape(w_len * n, x.shape[-1])
         for i in range(self.layers):
-            e = jax.nn.relu(GCNConv(self.hidden, name=f"gcn_{i}")(e, edges))
+            e = jax.nn.relu(GCNConv(self.hidden, name=f"gcn_{i}")(e, graph))
         time_scan = nn.scan(_gru_step, variable_broadcast="params", split_rngs={"params": False})
         h, _ = time_scan(
             GRUCell(self.hidden, name="gru"), jnp.zeros((n, self.hidden)), e.reshape(w_len, n, -1)
@@ -62,11 +63,11 @@ class GCNGRU(nn.Module):
 
     @nn.compact
     def __call__(self, batch: dict) -> jax.Array:
+        x = node_inputs(batch, self.num_features)
         if batch["senders"].ndim == 1:  # flat layout
-            edges = (batch["senders"], batch["receivers"], batch["edge_mask"])
-            x = node_inputs(batch, self.num_features)
-            return _FlatStep(self.hidden, self.layers, name="step")(x, edges)
+            graph = flat_graph(batch, x.reshape(-1, x.shape[-1]))
+            return _FlatStep(self.hidden, self.layers, name="step")(x, graph)
         n = batch["node_window"].shape[0]
-        xs = (node_inputs(batch, self.num_features), batch["senders"], batch["receivers"], batch["edge_mask"])
+        xs = offset_graphs(batch, x)
         h, _ = scan_steps(_Step, hidden=self.hidden, layers=self.layers)(jnp.zeros((n, self.hidden)), xs)
         return h

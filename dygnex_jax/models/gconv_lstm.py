@@ -16,20 +16,21 @@ from .layers import ChebConv, GraphLSTMEncoder
 
 
 class GConvLSTMCell(nn.Module):
-    """One step: ``(x [N, F], (h, c) [N, H] each, edges) -> (h', c')``."""
+    """One step: ``(x [N, F], (h, c) [N, H] each, graph) -> (h', c')`` (``graph``: the offset's
+    GraphsTuple)."""
 
     hidden: int
     k: int = 2
 
     @nn.compact
-    def __call__(self, x, state, edges):
+    def __call__(self, x, state, graph):
         h, c = state
         glorot = nn.initializers.glorot_uniform()
 
         def conv(gate):
-            return ChebConv(self.hidden, self.k, name=f"x_{gate}")(x, edges) + ChebConv(
+            return ChebConv(self.hidden, self.k, name=f"x_{gate}")(x, graph) + ChebConv(
                 self.hidden, self.k, name=f"h_{gate}"
-            )(h, edges)
+            )(h, graph)
 
         def peep(gate):
             return self.param(f"w_c_{gate}", glorot, (1, self.hidden))[0]

@@ -13,20 +13,21 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from .graph_view import offset_graphs
 from .layers import LOCAL, ChebConv, Comm, node_inputs
 
 
 class GConvGRUCell(nn.Module):
-    """One step: ``(x [N, F], h [N, H], edges) -> h' [N, H]``."""
+    """One step: ``(x [N, F], h [N, H], graph) -> h' [N, H]`` (``graph``: the offset's GraphsTuple)."""
 
     hidden: int
     k: int = 2
     comm: Comm = LOCAL
 
     @nn.compact
-    def __call__(self, x, h, edges):
+    def __call__(self, x, h, graph):
         def conv(name, v):
-            return ChebConv(self.hidden, self.k, self.comm, name=name)(v, edges)
+            return ChebConv(self.hidden, self.k, self.comm, name=name)(v, graph)
 
         z = jax.nn.sigmoid(conv("x_z", x) + conv("h_z", h))
         r = jax.nn.sigmoid(conv("x_r", x) + conv("h_r", h))
@@ -42,11 +43,11 @@ class _Step(nn.Module):
 
     @nn.compact
     def __call__(self, states, xs):
-        x, senders, receivers, edge_mask, valid = xs
-        edges = (senders, receivers, edge_mask)
+        graph, valid = xs  # graph: this offset's GraphsTuple, nodes = the inputs
+        x = graph.nodes
         new = []
         for i, h in enumerate(states):
-            x = GConvGRUCell(self.hidden, self.k, self.comm, name=f"cell_{i}")(x, h, edges)
+            x = GConvGRUCell(self.hidden, self.k, self.comm, name=f"cell_{i}")(x, h, graph)
             new.append(jnp.where(valid, x, h))  # a padded (invalid) time offset keeps the state
         return tuple(new), None
 
@@ -73,7 +74,7 @@ class GCRNGRU(nn.Module):
         optional valid [T]) from ``carry``. Returns (states after them, last layer's state [N, hidden])."""
         x = node_inputs(xs, self.num_features)  # [T, N, F]
         valid = xs.get("valid", jnp.ones(x.shape[0], bool))
-        seq = (x, xs["senders"], xs["receivers"], xs["edge_mask"], valid)
+        seq = (offset_graphs(xs, x), valid)
         states, _ = self.step(carry, seq)
         return states, states[-1]
 

@@ -1,13 +1,17 @@
-"""Graph operators on packed graphs (segment sums over edge lists) and the recurrent cells they share.
+"""Graph operators on packed graphs (jraph segment sums over edge lists) and the recurrent cells they
+share.
 
-Every operator takes the edges of one time offset: ``senders``/``receivers`` int32 [E] and
-``edge_mask`` float32 [E] (0 for padding edges, which connect the padding node to itself).
+Every operator takes the graph of one time offset as a ``jraph.GraphsTuple`` (graph_view.py): ``nodes``
+[N, F] the rows it transforms, ``senders``/``receivers`` int32 [E], ``edges`` float32 [E] the edge
+weights (``edge_mask``: 0 for padding edges, which connect the padding node to itself); ``n_node`` /
+``n_edge`` (the window slots as graphs, the padding graph last) are not read. The edge-list form
+``(h, senders, receivers, edge_mask)`` is accepted too (``as_graph``).
 
-Vertex partition: the operators also run on one device's share of the nodes. ``h`` then holds the
-device's own n nodes, ``receivers`` are local ids (a device holds the edges whose receiver it owns) and
-``senders`` index the rows of ``comm.gather(h)`` (all devices' nodes). A ``Comm`` is how a model asks
-for the other devices' rows without seeing a mesh; the default ``LOCAL`` is the identity (one device
-holds everything), and then the operators are exactly the single-device ones.
+Vertex partition: the operators also run on one device's share of the nodes. ``h`` (the graph's nodes)
+then holds the device's own n nodes, ``receivers`` are local ids (a device holds the edges whose
+receiver it owns) and ``senders`` index the rows of ``comm.gather(h)`` (all devices' nodes). A ``Comm``
+is how a model asks for the other devices' rows without seeing a mesh; the default ``LOCAL`` is the
+identity (one device holds everything), and then the operators are exactly the single-device ones.
 """
 
 from __future__ import annotations
@@ -18,6 +22,9 @@ from collections.abc import Callable
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import jraph
+
+from .graph_view import edge_list_graph, offset_graphs
 
 
 def _identity(x: jax.Array) -> jax.Array:
@@ -48,46 +55,65 @@ class Comm:
 LOCAL = Comm()
 
 
-def gcn_aggregate(
-    h: jax.Array, senders: jax.Array, receivers: jax.Array, edge_mask: jax.Array, comm: Comm = LOCAL
-) -> jax.Array:
-    """``D^-1/2 (A + S) D^-1/2 h`` (Kipf & Welling) with PyG ``gcn_norm``'s edge weights: ``edge_mask``
-    weighs every edge (0 for padding), D is the weighted in-degree including the self-loop, and S is
-    ``add_remaining_self_loops``: a node's self-loop weight is that of its own self-loop edge when the
-    graph has one, else 1.
+def as_graph(graph, args: tuple, comm: Comm | None) -> tuple[jraph.GraphsTuple, Comm]:
+    """An operator's arguments -> (GraphsTuple, Comm). Call forms: ``(graph[, comm])`` with a
+    ``jraph.GraphsTuple``, or the edge-list form ``(h, senders, receivers, edge_mask[, comm])`` (one graph,
+    ``graph_view.edge_list_graph``); ``comm`` may also come by keyword."""
+    if isinstance(graph, jraph.GraphsTuple):
+        if len(args) > 1:
+            raise TypeError("an operator takes (graph[, comm]) or (h, senders, receivers, edge_mask[, comm])")
+        given = args[0] if args else None
+    else:
+        if len(args) not in (3, 4):
+            raise TypeError("an operator takes (graph[, comm]) or (h, senders, receivers, edge_mask[, comm])")
+        graph, given = edge_list_graph(graph, *args[:3]), (args[3] if len(args) == 4 else None)
+    if given is not None and comm is not None:
+        raise TypeError("comm given twice")
+    return graph, (given if given is not None else comm if comm is not None else LOCAL)
 
-    Args: h [N, F] (own nodes); edges [E]; comm (see module doc). Returns [N, F].
+
+def gcn_aggregate(graph: jraph.GraphsTuple, *args, comm: Comm | None = None) -> jax.Array:
+    """``D^-1/2 (A + S) D^-1/2 h`` (Kipf & Welling) with PyG ``gcn_norm``'s edge weights, ``h`` =
+    ``graph.nodes``: ``graph.edges`` weighs every edge (0 for padding), D is the weighted in-degree
+    including the self-loop, and S is ``add_remaining_self_loops``: a node's self-loop weight is that of
+    its own self-loop edge when the graph has one, else 1.
+
+    Args: graph: a ``jraph.GraphsTuple`` (graph_view.py), nodes [N, F] (own nodes), edges / senders /
+      receivers [E]; or the edge-list form (``as_graph``); comm (see module doc). Returns [N, F].
     """
+    graph, comm = as_graph(graph, args, comm)
+    h, senders, receivers, edge_mask = graph.nodes, graph.senders, graph.receivers, graph.edges
     n = h.shape[0]
     loop = senders == comm.to_global(receivers, n)  # receivers are own nodes
     w = jnp.where(loop, 0.0, edge_mask)
-    has_loop = jax.ops.segment_sum((loop & (edge_mask != 0)).astype(h.dtype), receivers, num_segments=n) > 0
-    loop_w = jax.ops.segment_sum(jnp.where(loop, edge_mask, 0.0), receivers, num_segments=n)
+    has_loop = jraph.segment_sum((loop & (edge_mask != 0)).astype(h.dtype), receivers, num_segments=n) > 0
+    loop_w = jraph.segment_sum(jnp.where(loop, edge_mask, 0.0), receivers, num_segments=n)
     self_w = jnp.where(has_loop, loop_w, 1.0)
-    deg = jax.ops.segment_sum(w, receivers, num_segments=n) + self_w
+    deg = jraph.segment_sum(w, receivers, num_segments=n) + self_w
     inv = jnp.where(deg > 0, jax.lax.rsqrt(jnp.maximum(deg, 1e-30)), 0.0)
     coef = w * comm.gather(inv)[senders] * inv[receivers]
-    agg = jax.ops.segment_sum(comm.gather(h)[senders] * coef[:, None], receivers, num_segments=n)
+    agg = jraph.segment_sum(comm.gather(h)[senders] * coef[:, None], receivers, num_segments=n)
     return agg + h * (self_w * inv * inv)[:, None]
 
 
-def scaled_laplacian(
-    h: jax.Array, senders: jax.Array, receivers: jax.Array, edge_mask: jax.Array, comm: Comm = LOCAL
-) -> jax.Array:
-    """``L_hat h`` with ``L_hat = 2 L / lambda_max - I = -D^-1/2 A D^-1/2`` (sym. normalisation,
-    lambda_max = 2), self-loops removed, ``edge_mask`` as edge weights (0 for padding), weighted degrees
-    over senders, messages sender -> receiver: the operator of PyG's ``ChebConv`` with its defaults
-    (``remove_self_loops`` + ``get_laplacian(edge_weight, "sym")``).
+def scaled_laplacian(graph: jraph.GraphsTuple, *args, comm: Comm | None = None) -> jax.Array:
+    """``L_hat h`` (``h`` = ``graph.nodes``) with ``L_hat = 2 L / lambda_max - I = -D^-1/2 A D^-1/2``
+    (sym. normalisation, lambda_max = 2), self-loops removed, ``graph.edges`` as edge weights (0 for
+    padding), weighted degrees over senders, messages sender -> receiver: the operator of PyG's
+    ``ChebConv`` with its defaults (``remove_self_loops`` + ``get_laplacian(edge_weight, "sym")``).
 
-    Args: h [N, F] (own nodes); edges [E]; comm (see module doc). Returns [N, F].
+    Args: graph: a ``jraph.GraphsTuple`` (graph_view.py), nodes [N, F] (own nodes), edges / senders /
+      receivers [E]; or the edge-list form (``as_graph``); comm (see module doc). Returns [N, F].
     """
+    graph, comm = as_graph(graph, args, comm)
+    h, senders, receivers, edge_mask = graph.nodes, graph.senders, graph.receivers, graph.edges
     h_all = comm.gather(h)
     w = jnp.where(senders == comm.to_global(receivers, h.shape[0]), 0.0, edge_mask)
     # out-degrees of all nodes; under vertex partition each device counts the edges it holds
-    deg = comm.sum(jax.ops.segment_sum(w, senders, num_segments=h_all.shape[0]))
+    deg = comm.sum(jraph.segment_sum(w, senders, num_segments=h_all.shape[0]))
     inv = jnp.where(deg > 0, jax.lax.rsqrt(jnp.maximum(deg, 1e-12)), 0.0)
     coef = -w * inv[senders] * comm.own(inv)[receivers]
-    return jax.ops.segment_sum(h_all[senders] * coef[:, None], receivers, num_segments=h.shape[0])
+    return jraph.segment_sum(h_all[senders] * coef[:, None], receivers, num_segments=h.shape[0])
 
 
 class ChebConv(nn.Module):
@@ -98,14 +124,15 @@ class ChebConv(nn.Module):
     comm: Comm = LOCAL
 
     @nn.compact
-    def __call__(self, x: jax.Array, edges: tuple[jax.Array, jax.Array, jax.Array]) -> jax.Array:
+    def __call__(self, x: jax.Array, graph: jraph.GraphsTuple) -> jax.Array:
+        """``x`` [N, F] on the edges of ``graph`` (its nodes are not read) -> [N, features]."""
         tx0 = x
         out = pyg_linear(self.features, "lin_0")(tx0)
         if self.k > 1:
-            tx1 = scaled_laplacian(x, *edges, self.comm)
+            tx1 = scaled_laplacian(graph._replace(nodes=x), self.comm)
             out = out + pyg_linear(self.features, "lin_1")(tx1)
             for i in range(2, self.k):
-                tx2 = 2.0 * scaled_laplacian(tx1, *edges, self.comm) - tx0
+                tx2 = 2.0 * scaled_laplacian(graph._replace(nodes=tx1), self.comm) - tx0
                 out = out + pyg_linear(self.features, f"lin_{i}")(tx2)
                 tx0, tx1 = tx1, tx2
         return out + self.param("bias", nn.initializers.zeros, (self.features,))
@@ -169,8 +196,9 @@ class GCNConv(nn.Module):
     use_bias: bool = True
 
     @nn.compact
-    def __call__(self, x: jax.Array, edges: tuple[jax.Array, jax.Array, jax.Array]) -> jax.Array:
-        out = gcn_aggregate(pyg_linear(self.features, "lin")(x), *edges)
+    def __call__(self, x: jax.Array, graph: jraph.GraphsTuple) -> jax.Array:
+        """``x`` [N, F] on the edges of ``graph`` (its nodes are not read) -> [N, features]."""
+        out = gcn_aggregate(graph._replace(nodes=pyg_linear(self.features, "lin")(x)))
         if self.use_bias:
             out = out + self.param("bias", nn.initializers.zeros, (self.features,))
         return out
@@ -241,8 +269,8 @@ class MatrixGRU(nn.Module):
 
 
 class _LSTMStackStep(nn.Module):
-    """One time offset of stacked graph-LSTM cells (``cell(hidden, k)``: ``(x, (h, c), edges) -> (h', c')``);
-    cell l reads cell l-1's new H."""
+    """One time offset of stacked graph-LSTM cells (``cell(hidden, k)``: ``(x, (h, c), graph) -> (h', c')``);
+    cell l reads cell l-1's new H. ``xs``: the offset's GraphsTuple, nodes = the inputs."""
 
     cell: type
     hidden: int
@@ -250,11 +278,11 @@ class _LSTMStackStep(nn.Module):
     k: int
 
     @nn.compact
-    def __call__(self, states, xs):
-        x, senders, receivers, edge_mask = xs
+    def __call__(self, states, graph):
+        x = graph.nodes
         new = []
         for i, state in enumerate(states):
-            h, c = self.cell(self.hidden, self.k, name=f"cell_{i}")(x, state, (senders, receivers, edge_mask))
+            h, c = self.cell(self.hidden, self.k, name=f"cell_{i}")(x, state, graph)
             new.append((h, c))
             x = h
         return tuple(new), None
@@ -275,7 +303,7 @@ class GraphLSTMEncoder(nn.Module):
         n = batch["node_window"].shape[0]
         zeros = jnp.zeros((n, self.hidden))
         states = tuple((zeros, zeros) for _ in range(self.layers))
-        xs = (node_inputs(batch, self.num_features), batch["senders"], batch["receivers"], batch["edge_mask"])
+        xs = offset_graphs(batch, node_inputs(batch, self.num_features))
         step = scan_steps(
             _LSTMStackStep, cell=self.cell, hidden=self.hidden, layers=self.layers, k=self.cheb_k
         )

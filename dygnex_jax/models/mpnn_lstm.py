@@ -20,7 +20,9 @@ from __future__ import annotations
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import jraph
 
+from .graph_view import packed_graphs
 from .layers import LSTMCell, gcn_aggregate, node_inputs, pyg_linear, scan_steps
 
 
@@ -34,7 +36,7 @@ class WindowBatchNorm(nn.Module):
     def __call__(self, h, node_window, node_count, num_slots: int):
         w = node_count.astype(h.dtype)
         steps = h.shape[0]
-        seg = lambda v: jax.ops.segment_sum(v, node_window, num_segments=num_slots)  # noqa: E731
+        seg = lambda v: jraph.segment_sum(v, node_window, num_segments=num_slots)  # noqa: E731
         total = seg(w) * steps  # [S]
         mean = seg(jnp.einsum("n,tnh->nh", w, h)) / jnp.maximum(total, 1.0)[:, None]  # [S, H]
         centred = h - mean[node_window][None]
@@ -64,19 +66,21 @@ class MPNNLSTM(nn.Module):
     @nn.compact
     def __call__(self, batch: dict) -> jax.Array:
         x = node_inputs(batch, self.num_features)  # [W, N, F]
-        edges = (batch["senders"], batch["receivers"], batch["edge_mask"])
+        graphs = packed_graphs(batch, x)  # flat: one GraphsTuple over the W*N rows; scan: one per offset
         node_window, node_count = batch["node_window"], batch["node_count"]
         slots = batch["window_sizes"].shape[0]
-        if edges[0].ndim == 1:  # flat layout: one GCN over the W*N node-time rows
+        if batch["senders"].ndim == 1:  # flat layout: one GCN over the W*N node-time rows
 
-            def conv(v, *flat_edges):
-                return gcn_aggregate(v.reshape(-1, v.shape[-1]), *flat_edges).reshape(v.shape)
+            def conv(v):
+                return gcn_aggregate(graphs._replace(nodes=v.reshape(-1, v.shape[-1]))).reshape(v.shape)
 
         else:
-            conv = jax.vmap(gcn_aggregate)  # over time offsets
+
+            def conv(v):  # over time offsets
+                return jax.vmap(gcn_aggregate)(graphs._replace(nodes=v))
 
         def gcn(name, v):
-            out = conv(pyg_linear(self.hidden, f"{name}_lin")(v), *edges)  # PyG GCNConv's init
+            out = conv(pyg_linear(self.hidden, f"{name}_lin")(v))  # PyG GCNConv's init
             return jax.nn.relu(out + self.param(f"{name}_bias", nn.initializers.zeros, (self.hidden,)))
 
         h1 = WindowBatchNorm(name="bn_1")(gcn("conv_1", x), node_window, node_count, slots)

@@ -18,19 +18,20 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from .graph_view import flat_graph, offset_graphs
 from .layers import GCNConv, node_inputs, scan_steps, torch_linear
 
 
 class TGCNCell(nn.Module):
-    """One step: ``(x [N, F], h [N, H], edges) -> h' [N, H]``."""
+    """One step: ``(x [N, F], h [N, H], graph) -> h' [N, H]`` (``graph``: the offset's GraphsTuple)."""
 
     hidden: int
 
     @nn.compact
-    def __call__(self, x, h, edges):
+    def __call__(self, x, h, graph):
         def gate(name, state):
             conv = GCNConv(self.hidden, name=f"conv_{name}")
-            gate_in = jnp.concatenate([conv(x, edges), state], axis=-1)
+            gate_in = jnp.concatenate([conv(x, graph), state], axis=-1)
             return torch_linear(self.hidden, 2 * self.hidden, name=f"linear_{name}")(gate_in)
 
         z = jax.nn.sigmoid(gate("z", h))
@@ -51,8 +52,8 @@ class _FlatCell(nn.Module):
             torch_linear(self.hidden, 2 * self.hidden) for _ in range(3)
         )
 
-    def convs(self, x, edges):
-        return self.conv_z(x, edges), self.conv_r(x, edges), self.conv_h(x, edges)
+    def convs(self, x, graph):
+        return self.conv_z(x, graph), self.conv_r(x, graph), self.conv_h(x, graph)
 
     def gates(self, convs, h):
         cz, cr, ch = convs
@@ -68,19 +69,19 @@ def _gate_step(cell: _FlatCell, h, convs_tau):
 
 
 class _FlatSteps(nn.Module):
-    """The flat layout's ``step``: x [W, N, F] and flat edges over the W*N rows -> last cell's states
-    [W, N, hidden] at every offset."""
+    """The flat layout's ``step``: x [W, N, F] and the flat GraphsTuple over the W*N rows -> last cell's
+    states [W, N, hidden] at every offset."""
 
     hidden: int
     layers: int
 
     @nn.compact
-    def __call__(self, x, edges):
+    def __call__(self, x, graph):
         w_len, n = x.shape[:2]
         time_scan = nn.scan(_gate_step, variable_broadcast="params", split_rngs={"params": False})
         for i in range(self.layers):
             cell = _FlatCell(self.hidden, name=f"cell_{i}")
-            convs = cell.convs(x.reshape(w_len * n, x.shape[-1]), edges)
+            convs = cell.convs(x.reshape(w_len * n, x.shape[-1]), graph)
             convs = tuple(c.reshape(w_len, n, self.hidden) for c in convs)
             _, x = time_scan(cell, jnp.zeros((n, self.hidden)), convs)
         return x
@@ -91,11 +92,11 @@ class _Step(nn.Module):
     layers: int
 
     @nn.compact
-    def __call__(self, states, xs):
-        x, senders, receivers, edge_mask = xs
+    def __call__(self, states, graph):
+        x = graph.nodes  # graph: this offset's GraphsTuple, nodes = the inputs
         new = []
         for i, h in enumerate(states):
-            x = TGCNCell(self.hidden, name=f"cell_{i}")(x, h, (senders, receivers, edge_mask))
+            x = TGCNCell(self.hidden, name=f"cell_{i}")(x, h, graph)
             new.append(x)
         return tuple(new), None
 
@@ -109,12 +110,12 @@ class TGCN(nn.Module):
 
     @nn.compact
     def __call__(self, batch: dict) -> jax.Array:
+        x = node_inputs(batch, self.num_features)
         if batch["senders"].ndim == 1:  # flat layout
-            edges = (batch["senders"], batch["receivers"], batch["edge_mask"])
-            x = node_inputs(batch, self.num_features)
-            return _FlatSteps(self.hidden, self.layers, name="step")(x, edges)[-1]
+            graph = flat_graph(batch, x.reshape(-1, x.shape[-1]))
+            return _FlatSteps(self.hidden, self.layers, name="step")(x, graph)[-1]
         n = batch["node_window"].shape[0]
         states = tuple(jnp.zeros((n, self.hidden)) for _ in range(self.layers))
-        xs = (node_inputs(batch, self.num_features), batch["senders"], batch["receivers"], batch["edge_mask"])
+        xs = offset_graphs(batch, x)
         states, _ = scan_steps(_Step, hidden=self.hidden, layers=self.layers)(states, xs)
         return states[-1]
