@@ -63,6 +63,15 @@ def split_steps(n_windows: int, per_step: int, n_devices: int):
         yield [list(part) for part in np.array_split(ids[lo : lo + per_step], n_devices)]
 
 
+def eval_outputs(trainer, split: str, step_fn):
+    """Every evaluation step of a split run on the mesh by ``step_fn(params, batch)``: yields (work of
+    the P devices, host outputs [P, ...])."""
+    n = len(trainer.windows.splits[split])
+    for step in split_steps(n, trainer.eval_per_step, trainer.n_devices):
+        batch, work, _ = trainer.packer.pack(step, split, epoch=0)
+        yield work, parallel.to_host(step_fn(trainer.params, parallel.shard_batch(trainer.mesh, batch)))
+
+
 class Task:
     """The pair tasks' defaults (link prediction); see the module doc for what a task owns."""
 
@@ -152,11 +161,7 @@ class LinkEvaluator:
     def embeddings(self, trainer, split: str) -> dict[int, np.ndarray]:
         """Window id -> [num_local, H] embeddings at the last history snapshot, for a split."""
         out = {}
-        n = len(trainer.windows.splits[split])
-        for step in split_steps(n, trainer.eval_per_step, trainer.n_devices):
-            batch, work, _ = trainer.packer.pack(step, split, epoch=0)
-            placed = parallel.shard_batch(trainer.mesh, batch)
-            emb = parallel.to_host(self.embed_step(trainer.params, placed))
+        for work, emb in eval_outputs(trainer, split, self.embed_step):
             for p, dev in enumerate(work):
                 for win, off in zip(dev.windows, node_offsets(dev)):
                     out[win.index] = emb[p, off : off + win.num_local]
@@ -196,11 +201,7 @@ class EdgeClsEvaluator:
 
     def evaluate(self, trainer, split: str) -> dict:
         counts = np.zeros((2, 2), np.int64)
-        n = len(trainer.windows.splits[split])
-        for step in split_steps(n, trainer.eval_per_step, trainer.n_devices):
-            batch, work, _ = trainer.packer.pack(step, split, epoch=0)
-            placed = parallel.shard_batch(trainer.mesh, batch)
-            logits = parallel.to_host(self.logits_step(trainer.params, placed))
+        for work, logits in eval_outputs(trainer, split, self.logits_step):
             for p, dev in enumerate(work):
                 q = dev.real_pairs()
                 if q:
@@ -218,13 +219,7 @@ class NodeRegEvaluator:
         self.sum_step = parallel.make_sum_step(make_loss_fn(trainer.model, node_loss), trainer.mesh)
 
     def evaluate(self, trainer, split: str) -> dict:
-        sums = []
-        n = len(trainer.windows.splits[split])
-        for step in split_steps(n, trainer.eval_per_step, trainer.n_devices):
-            batch, _, _ = trainer.packer.pack(step, split, epoch=0)
-            placed = parallel.shard_batch(trainer.mesh, batch)
-            sums.append(parallel.to_host(self.sum_step(trainer.params, placed)))
-        return mse_from_sums(sums)
+        return mse_from_sums([sums for _, sums in eval_outputs(trainer, split, self.sum_step)])
 
 
 def candidate_mode(windows, config) -> str:

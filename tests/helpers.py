@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+
 REPO = Path(__file__).resolve().parents[1]
 
 # --- small in-process trainers ----------------------------------------------------------------------
@@ -64,3 +66,25 @@ def assert_one_line_error(proc, *fragments):
     assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
     for f in fragments:
         assert f in lines[0], lines[0]
+
+
+def dense_adjacency(n: int, s, r, w) -> tuple[np.ndarray, np.ndarray]:
+    """(A [n, n], loops [n]) of a weighted edge list: A[dst, src] the summed weights of the edges without
+    self-loops, loops the graph's own self-loop weight of every node, 1 where it has none (PyG's
+    ``add_remaining_self_loops``); zero-weight (padding) edges are dropped."""
+    a, loops = np.zeros((n, n)), np.ones(n)
+    for si, ri, wi in zip(s, r, w):
+        if wi == 0:
+            continue
+        if si == ri:
+            loops[ri] = wi
+        else:
+            a[ri, si] += wi
+    return a, loops
+
+
+def dense_gcn(h, s, r, w) -> np.ndarray:
+    """D^-1/2 (A + S) D^-1/2 h in numpy (``dense_adjacency``; D the row sums of A + S)."""
+    a, loops = dense_adjacency(len(h), s, r, w)
+    d = (a + np.diag(loops)).sum(1)
+    return np.diag(d**-0.5) @ (a + np.diag(loops)) @ np.diag(d**-0.5) @ h

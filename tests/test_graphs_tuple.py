@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import jraph
 import numpy as np
 import pytest
+from helpers import dense_gcn
 from test_node_reg import trainer as node_trainer
 from test_parallel import trainer
 
@@ -157,22 +158,6 @@ def test_view_without_window_partition_is_one_graph():
     g = offset_graphs({key: jnp.asarray(batch[key]) for key in keys})
     w_len, n = batch["feat"].shape
     assert g.n_node.tolist() == [[n]] * w_len and g.n_edge.tolist() == [[batch["senders"].shape[1]]] * w_len
-
-
-def dense_gcn(h, s, r, w) -> np.ndarray:
-    """D^-1/2 (A + S) D^-1/2 h in numpy: A[dst, src] the weighted edges without self-loops, S the
-    graph's own self-loop weights (1 where a node has none), D the row sums of A + S."""
-    n = len(h)
-    a, loops = np.zeros((n, n)), np.ones(n)
-    for si, ri, wi in zip(s, r, w):
-        if wi == 0:
-            continue
-        if si == ri:
-            loops[ri] = wi
-        else:
-            a[ri, si] += wi
-    d = (a + np.diag(loops)).sum(1)
-    return np.diag(d**-0.5) @ (a + np.diag(loops)) @ np.diag(d**-0.5) @ h
 
 
 def dense_laplacian(h, s, r, w) -> np.ndarray:

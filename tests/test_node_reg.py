@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import make_trainer
+from helpers import dense_adjacency, dense_gcn, make_trainer
 from test_parallel import grads_on_eight_and_one
 
 from dygnex_jax.config import DataConfig
@@ -143,17 +143,8 @@ def weighted_graph(seed=0, n=7, pad=5):
 def test_weighted_gcn_and_cheb_equal_dense_reference():
     h, s, r, w = weighted_graph()
     n = len(h)
-    a = np.zeros((n, n))  # a[dst, src]: message src -> dst, self-loops apart
-    loops = np.ones(n)  # PyG's add_remaining_self_loops: the graph's own loop weight, else 1
-    for si, ri, wi in zip(s, r, w):
-        if wi == 0:
-            continue
-        if si == ri:
-            loops[ri] = wi
-        else:
-            a[ri, si] += wi
-    d = a.sum(1) + loops
-    gcn = (np.diag(d**-0.5) @ (a + np.diag(loops)) @ np.diag(d**-0.5)) @ h
+    a, _ = dense_adjacency(n, s, r, w)  # a[dst, src]: message src -> dst, self-loops apart
+    gcn = dense_gcn(h, s, r, w)
     np.testing.assert_allclose(
         np.asarray(gcn_aggregate(jnp.asarray(h), s, r, jnp.asarray(w))), gcn, rtol=1e-5
     )

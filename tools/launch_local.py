@@ -65,6 +65,33 @@ def _stop(procs: list[subprocess.Popen], sig=signal.SIGTERM) -> None:
             p.wait()
 
 
+def _watch(procs: list[subprocess.Popen], timeout: float) -> int:
+    """Wait until every process has exited 0 (-> 0), one has failed or ``timeout`` passed (-> 1, said)."""
+    start = time.monotonic()
+    while True:
+        failed = [(i, p.returncode) for i, p in enumerate(procs) if p.poll() not in (None, 0)]
+        if failed:
+            i, rc = failed[0]
+            what = f"signal {-rc}" if rc < 0 else f"code {rc}"
+            print(
+                f"error: process {i} (pid {procs[i].pid}) exited with {what}; stopping the others",
+                file=sys.stderr,
+                flush=True,
+            )
+            return 1
+        if all(p.returncode == 0 for p in procs):
+            return 0
+        if timeout and time.monotonic() - start > timeout:
+            running = [str(i) for i, p in enumerate(procs) if p.poll() is None]
+            print(
+                f"error: processes {', '.join(running)} still running after {timeout:.0f} s; stopping them",
+                file=sys.stderr,
+                flush=True,
+            )
+            return 1
+        time.sleep(0.1)
+
+
 def launch(
     n: int,
     args: list[str],
@@ -108,38 +135,13 @@ def launch(
         file=sys.stderr,
         flush=True,
     )
-    start = time.monotonic()
-    code = 0
 
     def terminate(signum, frame):  # a SIGTERM to the launcher stops the run like Ctrl-C
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, terminate)
     try:
-        while True:
-            failed = [(i, p.returncode) for i, p in enumerate(procs) if p.poll() not in (None, 0)]
-            if failed:
-                i, rc = failed[0]
-                what = f"signal {-rc}" if rc < 0 else f"code {rc}"
-                print(
-                    f"error: process {i} (pid {procs[i].pid}) exited with {what}; stopping the others",
-                    file=sys.stderr,
-                    flush=True,
-                )
-                code = 1
-                break
-            if all(p.returncode == 0 for p in procs):
-                break
-            if timeout and time.monotonic() - start > timeout:
-                running = [str(i) for i, p in enumerate(procs) if p.poll() is None]
-                print(
-                    f"error: processes {', '.join(running)} still running after {timeout:.0f} s; stopping them",
-                    file=sys.stderr,
-                    flush=True,
-                )
-                code = 1
-                break
-            time.sleep(0.1)
+        code = _watch(procs, timeout)
     except KeyboardInterrupt:
         print("interrupted: forwarding Ctrl-C to every process", file=sys.stderr, flush=True)
         _stop(procs, signal.SIGINT)
