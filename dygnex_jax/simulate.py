@@ -70,6 +70,7 @@ from .schedule.cost import CostModel
 from .schedule.greedy import resolve_compose
 from .schedule.metrics import padding_efficiency, step_loads
 from .simulate_analytic import (  # noqa: F401  (re-exported)
+    ANALYTIC_SIMULATORS,
     MICRO_PER_STAGE,
     _analytic_labels,
     simulate_snapshot,
@@ -210,10 +211,8 @@ def simulate_window_method(inst: Instance, method: str, p: int, setup: Setup) ->
 
 def simulate(inst: Instance, method: str, p: int, setup: Setup) -> dict:
     """One (method, P) point; dygnex_l comes back with ``skipped`` when its solve would be too long."""
-    if method == "snapshot":
-        return simulate_snapshot(inst, p, setup)
-    if method == "vertex":
-        return simulate_vertex(inst, p, setup)
+    if method in ANALYTIC_SIMULATORS:  # the partitioned baselines: their analytic step models
+        return ANALYTIC_SIMULATORS[method](inst, p, setup)
     if method == "dygnex_l":
         steps = math.ceil(len(inst.costs) / setup.batch(p))
         epochs = len({*setup.plan_epochs(), setup.epoch}) if setup.policy == "planned" else 1

@@ -91,3 +91,7 @@ def _analytic_labels() -> dict:
     """snapshot / vertex rows: their own analytic models, in the scan layout, charged no budgets."""
     label = "analytic (unpadded partition model)"
     return {"shapes": "analytic", "budget_policy": "analytic", "shapes_label": label, "layout": "scan"}
+
+
+# the partitioned strategies (strategies.STRATEGIES, not whole windows) and their analytic step models
+ANALYTIC_SIMULATORS = {"snapshot": simulate_snapshot, "vertex": simulate_vertex}

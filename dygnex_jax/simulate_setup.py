@@ -15,9 +15,11 @@ from .errors import UserError
 from .padding import LAYOUTS
 from .schedule.cost import CostModel
 from .simulate_comm import Link
+from .strategies import METHODS, WINDOW_METHODS
 
-WINDOW_METHODS = ("psg", "dygnex_g", "dygnex_l")
-ANALYTIC_METHODS = ("snapshot", "vertex")
+# the strategies' table (data, no JAX): whole-window methods are simulated step by step, the others
+# (the partitioned baselines) by their analytic models (simulate_analytic.py)
+ANALYTIC_METHODS = tuple(m for m in METHODS if m not in WINDOW_METHODS)
 ALL_METHODS = WINDOW_METHODS + ANALYTIC_METHODS
 # What a window-parallel step is charged: "trained" = the config's parallel.budgets policy (planned
 # budgets or buckets), as the trainer pays; "buckets" = the shape grid; "exact" = the exact need.

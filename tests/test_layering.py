@@ -144,3 +144,8 @@ def test_every_strategy_in_the_table_exists():
         assert scheduler in ("psg", "dygnex_g", "dygnex_l")
     assert config.run_methods() == strategies.METHODS
     assert config.WINDOW_METHODS == strategies.WINDOW_METHODS
+    from dygnex_jax import simulate_analytic, simulate_setup
+
+    # the simulator: whole-window methods step by step, every other strategy by an analytic model
+    partitioned = set(strategies.METHODS) - set(strategies.WINDOW_METHODS)
+    assert set(simulate_analytic.ANALYTIC_SIMULATORS) == partitioned == set(simulate_setup.ANALYTIC_METHODS)
