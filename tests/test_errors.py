@@ -65,6 +65,10 @@ CASES = {
         "too few for the split",
     ),
     "more-devices-than-windows": (["train", "--config", SMOKE, "train.batch_size=4"], "devices but only 4"),
+    "more-devices-than-training-windows": (
+        ["train", "--config", SMOKE, "data.window=12", "train.batch_size=32"],
+        "only 6 windows per step (6 training windows, batch_size 32): use at most 6 devices",
+    ),
     # bad config
     "config-file-missing": (["train", "--config", "{nowhere}"], "does not exist"),
     "config-not-yaml": (["train", "--config", "{bad_yaml}"], "is not valid YAML"),

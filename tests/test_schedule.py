@@ -482,3 +482,17 @@ def test_predict_step_seconds_uses_the_padded_load():
 def test_schedule_config_dataclass_has_the_settings():
     fields = {f.name for f in dataclasses.fields(ScheduleConfig)}
     assert {"ilp_warm_start", "node_limit", "time_limit", "mip_gap", "solver", "jitter"} <= fields
+
+
+def test_too_few_windows_names_the_real_limit():
+    """More devices than windows per step: the message says which limit binds and the fix that works —
+    a larger batch when the batch is the limit, fewer devices or more windows when the split is."""
+    from dygnex_jax.errors import UserError
+    from dygnex_jax.schedule.base import check_sizes
+
+    with pytest.raises(UserError, match=r"8 devices but only 4 windows per step .*train.batch_size >= 8"):
+        check_sizes(100, 8, 4)
+    with pytest.raises(UserError, match=r"8 devices but only 6 windows per step .*at most 6 devices") as e:
+        check_sizes(6, 8, 32)
+    assert "batch_size >=" not in str(e.value) and "data.train_frac" in str(e.value)
+    check_sizes(8, 8, 8)  # exactly enough: no error

@@ -122,10 +122,16 @@ def check_sizes(n_windows: int, n_devices: int, batch_size: int) -> None:
     if n_windows == 0:
         raise UserError("there are no windows to schedule: the split has no target snapshots")
     if n_devices > min(batch_size, n_windows):
+        if n_windows < n_devices:  # the split itself is the limit: a larger batch cannot help
+            fix = (
+                f"use at most {n_windows} devices (parallel.devices), or more training windows "
+                "(a larger data.train_frac, a smaller data.window, or more snapshots: data.aggr_time / data.num_snapshots)"
+            )
+        else:
+            fix = f"use at most {batch_size} devices (parallel.devices) or train.batch_size >= {n_devices}"
         raise UserError(
             f"{n_devices} devices but only {min(batch_size, n_windows)} windows per step "
-            f"({n_windows} windows, batch_size {batch_size}): use fewer devices (parallel.devices) "
-            "or a larger train.batch_size"
+            f"({n_windows} training windows, batch_size {batch_size}): {fix}"
         )
 
 
