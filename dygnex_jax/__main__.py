@@ -128,10 +128,18 @@ def _schedule(args, config) -> None:
     import jax  # the backend: fake CPU devices share the cores (the auto compile price)
 
     from . import plan
+    from .data.datasets import load_dataset
+    from .data.node_windows import task_windows
+    from .runlog import header_line
+    from .tasks import get_task
 
     devices = args.devices or config.parallel.devices or 8
+    graph = load_dataset(config.data)
+    ws = task_windows(graph, config.data)
+    candidates = get_task(config.data.task).candidate_mode(ws, config)
+    print(header_line(graph, ws, devices, config, candidates), file=sys.stderr, flush=True)
     slowdown = plan.shared_cores(devices, plan.available_cores(), jax.default_backend())
-    result = plan.plan(config, devices, slowdown=slowdown)
+    result = plan.plan(config, devices, ws=ws, slowdown=slowdown)
     plan.print_table([result])
     if args.json:
         plan.write_json(result, args.json)

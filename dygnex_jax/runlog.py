@@ -71,6 +71,17 @@ def prepare_out_dir(out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
 
 
+def header_line(graph, windows, n_devices: int, config: Config, candidates: str) -> str:
+    """The line a run (and the ``schedule`` command) starts with: the data, its windows, the setup."""
+    w = windows.splits
+    return (
+        f"{graph.name}: {graph.num_nodes} nodes, {graph.num_snapshots} snapshots, "
+        f"windows train/val/test {len(w['train'])}/{len(w['val'])}/{len(w['test'])}, "
+        f"{n_devices} devices, model {config.model.name}, schedule {config.schedule.method}, "
+        f"task {config.data.task}, eval candidates {candidates}"
+    )
+
+
 def epoch_line(row: dict, epochs: int, task: str) -> str:
     """The one line printed after every epoch: loss, the evaluated metrics, seconds, padding efficiency."""
     names = TASK_METRICS[task][0]

@@ -103,6 +103,10 @@ class Task:
     def evaluator(self, trainer):
         return LinkEvaluator(trainer)
 
+    def candidate_mode(self, windows, config) -> str:
+        """What evaluation scores (link: ``eval.candidates``, ``auto`` resolved)."""
+        return candidate_mode(windows, config)
+
 
 class EdgeClsTask(Task):
     name = "edge_cls"
@@ -113,6 +117,9 @@ class EdgeClsTask(Task):
 
     def evaluator(self, trainer):
         return EdgeClsEvaluator(trainer)
+
+    def candidate_mode(self, windows, config):
+        return EdgeClsEvaluator.candidate_mode
 
 
 class NodeRegTask(Task):
@@ -130,6 +137,9 @@ class NodeRegTask(Task):
 
     def evaluator(self, trainer):
         return NodeRegEvaluator(trainer)
+
+    def candidate_mode(self, windows, config):
+        return NodeRegEvaluator.candidate_mode
 
 
 TASKS: dict[str, Task] = {"link": Task(), "edge_cls": EdgeClsTask(), "node_reg": NodeRegTask()}

@@ -16,7 +16,7 @@ from pathlib import Path
 from . import checkpoint, distributed
 from .config import Config, dump_config
 from .errors import UserError
-from .runlog import Progress, default_out_dir, epoch_line, prepare_out_dir, summarize_run
+from .runlog import Progress, default_out_dir, epoch_line, header_line, prepare_out_dir, summarize_run
 from .tasks import get_task, make_loss_fn, node_loss, pair_loss
 from .trainer import NonFiniteStep, Trainer, create_optimizer
 
@@ -87,12 +87,8 @@ def _start(trainer: Trainer, out: Path, resume: bool, main: bool, progress: Prog
     elif main:
         prepare_out_dir(out)
         dump_config(config, out / "config.yaml")
-    w = trainer.windows
     progress.line(
-        f"{trainer.graph.name}: {trainer.graph.num_nodes} nodes, {trainer.graph.num_snapshots} snapshots, "
-        f"windows train/val/test {len(w.splits['train'])}/{len(w.splits['val'])}/{len(w.splits['test'])}, "
-        f"{trainer.n_devices} devices, model {config.model.name}, schedule {config.schedule.method}, "
-        f"task {config.data.task}, eval candidates {trainer.candidate_mode}"
+        header_line(trainer.graph, trainer.windows, trainer.n_devices, config, trainer.candidate_mode)
     )
     for done in range(1, first):  # schedules planned for epochs a resumed run has already trained
         trainer.schedules.pop(done, None)

@@ -113,6 +113,11 @@ def test_schedule_command_writes_json_and_plot(tmp_path):
     ):
         assert key in got
     assert got["method"] == "dygnex_g" and got["devices"] == 4 and got["batch_size"] == 8
+    # the same header line as `train` (the data, its windows, the setup) on stderr
+    assert (
+        "synthetic: 120 nodes, 20 snapshots, windows train/val/test 11/2/3, 4 devices, model egcn_o, "
+        "schedule dygnex_g, task link, eval candidates all" in result.stderr
+    )
     assert 0 < got["packed_padding_efficiency"] <= got["padding_efficiency"] <= 1
     assert out_png.read_bytes()[:4] == b"\x89PNG"
     assert "dygnex_g" in result.stdout
