@@ -19,6 +19,8 @@ Adding a task: a subclass here, one line in ``TASKS``, its metrics in ``config.T
 
 from __future__ import annotations
 
+import time
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -65,11 +67,22 @@ def split_steps(n_windows: int, per_step: int, n_devices: int):
 
 def eval_outputs(trainer, split: str, step_fn):
     """Every evaluation step of a split run on the mesh by ``step_fn(params, batch)``: yields (work of
-    the P devices, host outputs [P, ...])."""
+    the P devices, host outputs [P, ...]). A long evaluation says it is alive: every
+    ``trainer.eval_log_every`` seconds a line to ``trainer.eval_log`` (when set) with the steps done and
+    the estimated time left (host-side scoring of a yielded step included)."""
     n = len(trainer.windows.splits[split])
-    for step in split_steps(n, trainer.eval_per_step, trainer.n_devices):
+    steps = list(split_steps(n, trainer.eval_per_step, trainer.n_devices))
+    start = last = time.monotonic()
+    for i, step in enumerate(steps):
         batch, work, _ = trainer.packer.pack(step, split, epoch=0)
         yield work, parallel.to_host(step_fn(trainer.params, parallel.shard_batch(trainer.mesh, batch)))
+        now = time.monotonic()
+        if trainer.eval_log and i + 1 < len(steps) and now - last >= trainer.eval_log_every:
+            last = now
+            left = (now - start) / (i + 1) * (len(steps) - i - 1)
+            trainer.eval_log(
+                f"evaluating {split}: step {i + 1}/{len(steps)} after {now - start:.0f} s, about {left:.0f} s left"
+            )
 
 
 class Task:

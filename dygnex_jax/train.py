@@ -53,6 +53,7 @@ def train_and_evaluate(
     if trainer.plan_note:
         progress.line(trainer.plan_note)
     trainer.compile_planned(progress.line)
+    trainer.eval_log, trainer.eval_log_every = progress.line, progress.every
     metrics_file = (out / "metrics.jsonl").open("a") if main else open(os.devnull, "w")
     steps_file = (out / "steps.jsonl").open("a") if main else open(os.devnull, "w")
     with metrics_file, steps_file:

@@ -106,6 +106,8 @@ class Trainer:
         step_loss = self.strategy.step_loss(self.model, get_task(self.task).loss, self.n_devices)
         self.train_step = parallel.make_train_step(step_loss, self.tx, self.mesh)
         self.evaluator = get_task(self.task).evaluator(self)
+        self.eval_log = None  # a callable taking a line: progress of long evaluations (tasks.eval_outputs)
+        self.eval_log_every = 60.0  # seconds between such lines
         # collective bytes per ``Strategy.comm_key``; trainers running the same step program may share it
         self.comm_cache: dict[tuple, dict] = {}
         # --- the run's plan and counters (parallel.budgets=planned: planned before epoch 1) -------

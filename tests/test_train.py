@@ -99,3 +99,16 @@ def test_refit_sets_the_scheduler_weights():
     np.testing.assert_allclose([tr.settings.alpha, tr.settings.beta, tr.settings.gamma], model.weights(4))
     stats = tr.train_epoch(4)
     assert np.isfinite(stats["loss"]) and stats["predicted_epoch_seconds"] > 0
+
+
+def test_long_evaluation_says_it_is_alive():
+    """With a log and an interval of 0 s, every evaluation step but the last prints its progress and
+    an estimate of the time left; the metrics do not change with logging."""
+    tr = make("train.batch_size=4", "eval.batch_size=2")
+    quiet = tr.evaluate("test")
+    lines = []
+    tr.eval_log, tr.eval_log_every = lines.append, 0.0
+    assert tr.evaluate("test") == quiet
+    n_steps = -(-len(tr.windows.splits["test"]) // tr.eval_per_step)
+    assert n_steps > 1 and len(lines) == n_steps - 1
+    assert all(line.startswith("evaluating test: step ") and line.endswith(" s left") for line in lines)
