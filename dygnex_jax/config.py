@@ -352,6 +352,49 @@ def parse_override(text: str) -> dict:
     return _nest(dotted.strip(), value)
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """YAML's safe loader, but a key given twice in one mapping is an error (YAML keeps the last one
+    silently, which would drop the first value the user wrote)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise UserError(
+                    f"key {key!r} is given twice in one section (line {key_node.start_mark.line + 1}): keep one"
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _read_yaml(p: Path) -> dict:
+    """A config file's mapping; unreadable, non-UTF-8, invalid, duplicated-key or empty files are
+    one-line ``UserError``s naming the file."""
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise UserError(f"config file {str(p)!r} is not UTF-8 text: save it as UTF-8 YAML") from None
+    except OSError as e:
+        raise UserError(
+            f"config file {str(p)!r} cannot be read ({e.strerror}): check its permissions"
+        ) from None
+    try:
+        data = yaml.load(text, Loader=_StrictLoader)
+    except UserError as e:
+        raise UserError(f"config file {str(p)!r}: {e}") from None
+    except yaml.YAMLError as e:
+        line = getattr(getattr(e, "problem_mark", None), "line", None)
+        where = f" at line {line + 1}" if line is not None else ""
+        raise UserError(f"config file {str(p)!r} is not valid YAML{where}: fix its syntax") from None
+    if data is None:
+        raise UserError(
+            f"config file {str(p)!r} is empty: write the keys that differ from the defaults in it, "
+            "or leave out --config for the embedded default"
+        )
+    return data
+
+
 def load_config(path: str | os.PathLike | None = None, overrides: list[str] = ()) -> Config:
     """Defaults <- YAML file (if given) <- ``key=value`` overrides, validated."""
     config = Config()
@@ -359,13 +402,7 @@ def load_config(path: str | os.PathLike | None = None, overrides: list[str] = ()
         p = Path(path)
         if not p.is_file():
             raise UserError(f"config file {str(p)!r} does not exist: pass an existing YAML file")
-        try:
-            data = yaml.safe_load(p.read_text()) or {}
-        except yaml.YAMLError as e:
-            line = getattr(getattr(e, "problem_mark", None), "line", None)
-            where = f" at line {line + 1}" if line is not None else ""
-            raise UserError(f"config file {str(p)!r} is not valid YAML{where}: fix its syntax") from None
-        config = _merge(config, data)
+        config = _merge(config, _read_yaml(p))
     for text in overrides:
         config = _merge(config, parse_override(text))
     validate(config)

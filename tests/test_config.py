@@ -216,3 +216,19 @@ def test_declarations_are_checked_when_declared():
     for kwargs in ({}, {"interval": "[0, 1]", "free": "x"}, {"choices": ("a",), "also": {-1: "auto"}}):
         with pytest.raises(TypeError):
             key(0, **kwargs)
+
+
+def test_duplicate_sections_and_keys_are_errors_at_any_depth(tmp_path):
+    """YAML keeps the last of two equal keys silently; the config loader refuses them (a section, a
+    key inside a section), and the same keys once each still load."""
+    for text, name in (
+        ("train:\n  epochs: 2\ntrain:\n  learning_rate: 0.1\n", "train"),
+        ("schedule:\n  method: psg\n  alpha: 1\n  method: dygnex_g\n", "method"),
+    ):
+        path = tmp_path / "c.yaml"
+        path.write_text(text)
+        with pytest.raises(UserError, match=f"key '{name}' is given twice"):
+            load_config(path)
+    path.write_text("train:\n  epochs: 2\n  learning_rate: 0.1\n")
+    cfg = load_config(path)
+    assert cfg.train.epochs == 2 and cfg.train.learning_rate == 0.1

@@ -72,6 +72,12 @@ CASES = {
     # bad config
     "config-file-missing": (["train", "--config", "{nowhere}"], "does not exist"),
     "config-not-yaml": (["train", "--config", "{bad_yaml}"], "is not valid YAML"),
+    "config-duplicate-key": (
+        ["train", "--config", "{dup_yaml}"],
+        "key 'epochs' is given twice in one section",
+    ),
+    "config-empty": (["train", "--config", "{empty}"], "is empty: write the keys that differ"),
+    "config-not-utf8": (["train", "--config", "{latin1_yaml}"], "is not UTF-8 text"),
     "unknown-config-key": (["train", "train.no_such_key=1"], "unknown config key 'train.no_such_key'"),
     "wrong-value-type": (["train", "train.epochs=many"], "'train.epochs' must be an integer"),
     "bad-value": (["train", "train.batch_size=0"], "train.batch_size must be positive"),
@@ -206,6 +212,7 @@ def inputs(tmp_path):
     (d / "empty_dir").mkdir()
     (d / "bad.gz").write_bytes(gzip.compress(GOOD.encode())[:30])
     (d / "binary").write_bytes(b"\x7fELF\x00\x00\x01" * 50)
+    (d / "latin1.yaml").write_bytes("name: caf\u00e9\n".encode("latin-1"))
     half = d / "half_run" / FOLDER
     (half / "epoch_000001" / "state").mkdir(parents=True)  # no meta.json: cut short
     (half / ".tmp-epoch_000002-123" / "state").mkdir(parents=True)
@@ -231,6 +238,8 @@ def inputs(tmp_path):
         "good": write("good.txt", GOOD),
         "self_loops": write("loops.txt", "".join(f"{i} {i} {i}\n" for i in range(20))),
         "bad_yaml": write("bad.yaml", "train: [unclosed\n"),
+        "dup_yaml": write("dup.yaml", "train:\n  epochs: 2\n  epochs: 3\n"),
+        "latin1_yaml": str(d / "latin1.yaml"),
         "missing_solver": next((s for s in ("GLPK_MI", "CBC", "SCIP", "GUROBI") if s not in installed), ""),
         "a_file": write("a_file", "not a directory\n"),
         "bad_signal": str(d / "bad_signal"),
