@@ -132,7 +132,7 @@ class EdgeClsTask(Task):
         return EdgeClsEvaluator(trainer)
 
     def candidate_mode(self, windows, config):
-        return EdgeClsEvaluator.candidate_mode
+        return "target_edges"  # every edge of the target snapshot is classified
 
 
 class NodeRegTask(Task):
@@ -152,7 +152,7 @@ class NodeRegTask(Task):
         return NodeRegEvaluator(trainer)
 
     def candidate_mode(self, windows, config):
-        return NodeRegEvaluator.candidate_mode
+        return "none"  # every node is a target
 
 
 TASKS: dict[str, Task] = {"link": Task(), "edge_cls": EdgeClsTask(), "node_reg": NodeRegTask()}
@@ -169,8 +169,8 @@ def get_task(name: str) -> Task:
 
 class LinkEvaluator:
     """Link prediction: embeddings of every window on all devices, then every candidate pair of its
-    target snapshot scored per process on the host (``eval.candidates``: all pairs, or sampled ones
-    fixed by ``eval.seed`` for the run)."""
+    target snapshot scored per process on the host (``trainer.candidate_mode``: all pairs, or sampled
+    ones fixed by ``eval.seed`` for the run)."""
 
     def __init__(self, trainer):
         model = trainer.model
@@ -178,7 +178,6 @@ class LinkEvaluator:
             lambda p, b: model.apply(p, b, method=LinkPredictor.embed), trainer.mesh
         )
         self.score_fn = jax.jit(dense_pair_scores)
-        self.candidate_mode = candidate_mode(trainer.windows, trainer.config)
         self.candidates: dict[int, tuple] = {}  # window id -> sampled candidates, fixed for the run
 
     def embeddings(self, trainer, split: str) -> dict[int, np.ndarray]:
@@ -205,7 +204,7 @@ class LinkEvaluator:
             trainer.windows,
             self.embeddings(trainer, split),
             lambda emb: self.local_scores(trainer, emb, head),
-            self.candidate_mode,
+            trainer.candidate_mode,
             trainer.config.eval,
             self.candidates,
         )
@@ -215,8 +214,6 @@ class EdgeClsEvaluator:
     """Edge classification: the windows packed with their target edges, ``eval.batch_size`` per step
     over all devices; the logits of a device's real pairs (the first ``real_pairs``, padding after
     them) are compared with their labels on the host and pooled into one confusion matrix."""
-
-    candidate_mode = "target_edges"  # every edge of the target snapshot is classified
 
     def __init__(self, trainer):
         model = trainer.model
@@ -235,8 +232,6 @@ class EdgeClsEvaluator:
 class NodeRegEvaluator:
     """Node regression: every step's loss sum and target count psum-ed on the mesh, summed over steps,
     divided once (MSE)."""
-
-    candidate_mode = "none"
 
     def __init__(self, trainer):
         self.sum_step = parallel.make_sum_step(make_loss_fn(trainer.model, node_loss), trainer.mesh)

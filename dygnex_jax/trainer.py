@@ -69,6 +69,7 @@ class Trainer:
         # --- data -------------------------------------------------------------------------------
         self.graph = graph if graph is not None else _datasets.load_dataset(c.data)
         self.task = c.data.task
+        task = get_task(self.task)
         self.windows = task_windows(self.graph, c.data)
         self.layout = step_layout(c)  # the packed edge layout (padding.py): scan, flat or last
         # the training windows' real work as the layout runs it (``padding.layout_view``)
@@ -91,7 +92,7 @@ class Trainer:
             self.windows,
             c,
             self.layout,
-            get_task(self.task),
+            task,
             self.n_devices,
             self.local_rows,
             padded_cost=self.padded_cost,
@@ -103,9 +104,11 @@ class Trainer:
         self.tx = create_optimizer(c.train)
         self._init_state()
         # --- steps ------------------------------------------------------------------------------
-        step_loss = self.strategy.step_loss(self.model, get_task(self.task).loss, self.n_devices)
+        step_loss = self.strategy.step_loss(self.model, task.loss, self.n_devices)
         self.train_step = parallel.make_train_step(step_loss, self.tx, self.mesh)
-        self.evaluator = get_task(self.task).evaluator(self)
+        # what evaluation scores (link: eval.candidates resolved), fixed for the run
+        self.candidate_mode = task.candidate_mode(self.windows, c)
+        self.evaluator = task.evaluator(self)
         self.eval_log = None  # a callable taking a line: progress of long evaluations (tasks.eval_outputs)
         self.eval_log_every = 60.0  # seconds between such lines
         # collective bytes per ``Strategy.comm_key``; trainers running the same step program may share it
@@ -200,10 +203,6 @@ class Trainer:
     @property
     def overflow_steps(self) -> int:
         return self.packer.overflow_steps
-
-    @property
-    def candidate_mode(self) -> str:
-        return self.evaluator.candidate_mode
 
     @property
     def eval_per_step(self) -> int:
@@ -357,9 +356,10 @@ class Trainer:
                     pending.append(pool.submit(prepare, nxt))
                 yield ready
 
-    def run_step(self, placed, budget: Budget) -> tuple[dict, float, float, bool]:
+    def run_step(self, placed, budget: Budget, padded_work: np.ndarray) -> tuple[dict, float, float, bool]:
         """One training step on the mesh -> (stats, seconds, CPU seconds of this process, compiled now).
-        Time spent compiling is counted as compilation, never as step time."""
+        Time spent compiling is counted as compilation, never as step time; a timed step is logged with
+        its ``padded_work`` (the cost model's refit data)."""
         traces = len(self.train_step.traces)
         step_fn = self._executables.get(budget, self.train_step)  # compiled ahead, or jit on demand
         start, cpu = time.perf_counter(), time.process_time()
@@ -370,7 +370,7 @@ class Trainer:
         if compiled:
             self.compile_seconds += seconds
         else:
-            self.step_log.append((self.padded_work(budget), seconds))
+            self.step_log.append((padded_work, seconds))
         return stats, seconds, cpu, compiled
 
     def train_epoch(self, epoch: int, progress=None, sched=None) -> dict:
@@ -386,11 +386,10 @@ class Trainer:
         ):
             budgets.add(budget.as_tuple())
             comm = self.comm_bytes(batch)
-            stats, seconds, cpu, compiled = self.run_step(placed, budget)
+            pw = self.padded_work(budget)
+            stats, seconds, cpu, compiled = self.run_step(placed, budget, pw)
             self._check_finite(stats, step, epoch, i)
-            predicted = float(
-                self.cost_model.predict_costs(self.padded_work(budget)[None], self.windows.window)[0]
-            )
+            predicted = float(self.cost_model.predict_costs(pw[None], self.windows.window)[0])
             finite = bool(stats["finite"])  # if not, the step left params and optimiser state alone
             acc.update(
                 predicted=predicted,
