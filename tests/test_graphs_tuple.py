@@ -15,7 +15,13 @@ from test_node_reg import trainer as node_trainer
 from test_parallel import trainer
 
 from dygnex_jax.graphs import Budget, exact_need, pack_device, pack_node_device
-from dygnex_jax.models.graph_view import flat_graph, offset_graph, offset_graphs, packed_graphs
+from dygnex_jax.models.graph_view import (
+    edge_list_graph,
+    flat_graph,
+    offset_graph,
+    offset_graphs,
+    packed_graphs,
+)
 from dygnex_jax.models.layers import gcn_aggregate, scaled_laplacian
 from dygnex_jax.partition import vertex_batch
 
@@ -197,8 +203,9 @@ def test_gcn_aggregate_on_a_graphs_tuple_equals_dense():
     want = dense_gcn(h, s, r, w)
     np.testing.assert_allclose(np.asarray(gcn_aggregate(g)), want, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(np.asarray(jax.jit(gcn_aggregate)(g)), want, rtol=1e-5, atol=1e-6)
-    # the edge-list call form is the same operator
-    np.testing.assert_allclose(np.asarray(gcn_aggregate(h, s, r, w)), want, rtol=1e-5, atol=1e-6)
+    # an edge list alone, viewed as one graph, is the same operator
+    one = edge_list_graph(jnp.asarray(h), jnp.asarray(s), jnp.asarray(r), jnp.asarray(w))
+    np.testing.assert_allclose(np.asarray(gcn_aggregate(one)), want, rtol=1e-5, atol=1e-6)
     lap = dense_laplacian(h, s, r, w)
     np.testing.assert_allclose(np.asarray(scaled_laplacian(g)), lap, rtol=1e-5, atol=1e-6)
 

@@ -23,6 +23,7 @@ from dygnex_jax.data import datasets
 from dygnex_jax.data.graph import DynamicGraph
 from dygnex_jax.data.node_windows import NodeWindowSet
 from dygnex_jax.graphs import Budget, pack_node_device, step_budget
+from dygnex_jax.models.graph_view import edge_list_graph
 from dygnex_jax.models.layers import gcn_aggregate, scaled_laplacian
 from dygnex_jax.train import Trainer, make_loss_fn, node_loss
 
@@ -146,12 +147,12 @@ def test_weighted_gcn_and_cheb_equal_dense_reference():
     a, _ = dense_adjacency(n, s, r, w)  # a[dst, src]: message src -> dst, self-loops apart
     gcn = dense_gcn(h, s, r, w)
     np.testing.assert_allclose(
-        np.asarray(gcn_aggregate(jnp.asarray(h), s, r, jnp.asarray(w))), gcn, rtol=1e-5
+        np.asarray(gcn_aggregate(edge_list_graph(jnp.asarray(h), s, r, jnp.asarray(w)))), gcn, rtol=1e-5
     )
     out_deg = a.sum(0)  # ChebConv: loops removed, degrees over sources
     inv = np.divide(1.0, np.sqrt(out_deg), out=np.zeros(n), where=out_deg > 0)
     cheb = -(np.diag(inv) @ a @ np.diag(inv)) @ h
-    got = np.asarray(scaled_laplacian(jnp.asarray(h), s, r, jnp.asarray(w)))
+    got = np.asarray(scaled_laplacian(edge_list_graph(jnp.asarray(h), s, r, jnp.asarray(w))))
     np.testing.assert_allclose(got, cheb, rtol=1e-5, atol=1e-6)
 
 
@@ -173,9 +174,12 @@ def test_weighted_operators_equal_pyg():
         want_gcn = gcn(x, ei, ew).numpy()
         want_cheb = cheb(x, ei, ew).numpy()
     np.testing.assert_allclose(
-        np.asarray(gcn_aggregate(jnp.asarray(h), s, r, jnp.asarray(w))), want_gcn, rtol=1e-5, atol=1e-6
+        np.asarray(gcn_aggregate(edge_list_graph(jnp.asarray(h), s, r, jnp.asarray(w)))),
+        want_gcn,
+        rtol=1e-5,
+        atol=1e-6,
     )
-    got = np.asarray(scaled_laplacian(jnp.asarray(h), s, r, jnp.asarray(w)))
+    got = np.asarray(scaled_laplacian(edge_list_graph(jnp.asarray(h), s, r, jnp.asarray(w))))
     np.testing.assert_allclose(got, want_cheb, rtol=1e-5, atol=1e-6)
 
 

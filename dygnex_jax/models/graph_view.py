@@ -143,7 +143,7 @@ def packed_graphs(batch: Mapping, nodes=None) -> jraph.GraphsTuple:
 
 def edge_list_graph(nodes: jax.Array, senders, receivers, edge_mask) -> jraph.GraphsTuple:
     """Node rows and one edge list (weights ``edge_mask``) as a GraphsTuple of a single graph (n_node
-    [1] = N, n_edge [1] = E): the edge-list call form of the layers.py operators."""
+    [1] = N, n_edge [1] = E), for the layers.py operators."""
     return jraph.GraphsTuple(
         nodes=nodes,
         edges=edge_mask,

@@ -4,8 +4,8 @@ share.
 Every operator takes the graph of one time offset as a ``jraph.GraphsTuple`` (graph_view.py): ``nodes``
 [N, F] the rows it transforms, ``senders``/``receivers`` int32 [E], ``edges`` float32 [E] the edge
 weights (``edge_mask``: 0 for padding edges, which connect the padding node to itself); ``n_node`` /
-``n_edge`` (the window slots as graphs, the padding graph last) are not read. The edge-list form
-``(h, senders, receivers, edge_mask)`` is accepted too (``as_graph``).
+``n_edge`` (the window slots as graphs, the padding graph last) are not read. An edge list alone is
+viewed as one graph by ``graph_view.edge_list_graph``.
 
 Vertex partition: the operators also run on one device's share of the nodes. ``h`` (the graph's nodes)
 then holds the device's own n nodes, ``receivers`` are local ids (a device holds the edges whose
@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import jraph
 
-from .graph_view import edge_list_graph, offset_graphs
+from .graph_view import offset_graphs
 
 
 def _identity(x: jax.Array) -> jax.Array:
@@ -55,33 +55,16 @@ class Comm:
 LOCAL = Comm()
 
 
-def as_graph(graph, args: tuple, comm: Comm | None) -> tuple[jraph.GraphsTuple, Comm]:
-    """An operator's arguments -> (GraphsTuple, Comm). Call forms: ``(graph[, comm])`` with a
-    ``jraph.GraphsTuple``, or the edge-list form ``(h, senders, receivers, edge_mask[, comm])`` (one graph,
-    ``graph_view.edge_list_graph``); ``comm`` may also come by keyword."""
-    if isinstance(graph, jraph.GraphsTuple):
-        if len(args) > 1:
-            raise TypeError("an operator takes (graph[, comm]) or (h, senders, receivers, edge_mask[, comm])")
-        given = args[0] if args else None
-    else:
-        if len(args) not in (3, 4):
-            raise TypeError("an operator takes (graph[, comm]) or (h, senders, receivers, edge_mask[, comm])")
-        graph, given = edge_list_graph(graph, *args[:3]), (args[3] if len(args) == 4 else None)
-    if given is not None and comm is not None:
-        raise TypeError("comm given twice")
-    return graph, (given if given is not None else comm if comm is not None else LOCAL)
-
-
-def gcn_aggregate(graph: jraph.GraphsTuple, *args, comm: Comm | None = None) -> jax.Array:
+def gcn_aggregate(graph: jraph.GraphsTuple, comm: Comm = LOCAL) -> jax.Array:
     """``D^-1/2 (A + S) D^-1/2 h`` (Kipf & Welling) with PyG ``gcn_norm``'s edge weights, ``h`` =
     ``graph.nodes``: ``graph.edges`` weighs every edge (0 for padding), D is the weighted in-degree
     including the self-loop, and S is ``add_remaining_self_loops``: a node's self-loop weight is that of
     its own self-loop edge when the graph has one, else 1.
 
     Args: graph: a ``jraph.GraphsTuple`` (graph_view.py), nodes [N, F] (own nodes), edges / senders /
-      receivers [E]; or the edge-list form (``as_graph``); comm (see module doc). Returns [N, F].
+      receivers [E] (an edge list alone: ``graph_view.edge_list_graph``); comm (see module doc).
+      Returns [N, F].
     """
-    graph, comm = as_graph(graph, args, comm)
     h, senders, receivers, edge_mask = graph.nodes, graph.senders, graph.receivers, graph.edges
     n = h.shape[0]
     loop = senders == comm.to_global(receivers, n)  # receivers are own nodes
@@ -96,16 +79,16 @@ def gcn_aggregate(graph: jraph.GraphsTuple, *args, comm: Comm | None = None) -> 
     return agg + h * (self_w * inv * inv)[:, None]
 
 
-def scaled_laplacian(graph: jraph.GraphsTuple, *args, comm: Comm | None = None) -> jax.Array:
+def scaled_laplacian(graph: jraph.GraphsTuple, comm: Comm = LOCAL) -> jax.Array:
     """``L_hat h`` (``h`` = ``graph.nodes``) with ``L_hat = 2 L / lambda_max - I = -D^-1/2 A D^-1/2``
     (sym. normalisation, lambda_max = 2), self-loops removed, ``graph.edges`` as edge weights (0 for
     padding), weighted degrees over senders, messages sender -> receiver: the operator of PyG's
     ``ChebConv`` with its defaults (``remove_self_loops`` + ``get_laplacian(edge_weight, "sym")``).
 
     Args: graph: a ``jraph.GraphsTuple`` (graph_view.py), nodes [N, F] (own nodes), edges / senders /
-      receivers [E]; or the edge-list form (``as_graph``); comm (see module doc). Returns [N, F].
+      receivers [E] (an edge list alone: ``graph_view.edge_list_graph``); comm (see module doc).
+      Returns [N, F].
     """
-    graph, comm = as_graph(graph, args, comm)
     h, senders, receivers, edge_mask = graph.nodes, graph.senders, graph.receivers, graph.edges
     h_all = comm.gather(h)
     w = jnp.where(senders == comm.to_global(receivers, h.shape[0]), 0.0, edge_mask)
