@@ -41,6 +41,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     _add_schedule_and_profile(sub)
     _add_simulate(sub)
+    look = sub.add_parser("inspect", help="per-snapshot nodes / edges / new edges, windows, empty snapshots")
+    look.add_argument("--config", help="YAML config (default: the embedded synthetic default)")
+    look.add_argument("--out", default="", help="also write inspect.json and inspect.png to this folder")
+    look.add_argument("--rows", type=int, default=12, help="snapshots shown in the table (default 12)")
+    look.add_argument("overrides", nargs="*", metavar="key=value")
     report = sub.add_parser("report", help="plots and a Markdown table of one or more training runs")
     report.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories written by train")
     report.add_argument("--out", default="", help="output directory (default: report-<time>)")
@@ -192,7 +197,25 @@ def _profile(args, config) -> None:
     run_profile(config, out, n_steps=args.steps, repeats=args.repeats)
 
 
-COMMANDS = {"train": _train, "schedule": _schedule, "simulate": _simulate, "profile": _profile}
+def _inspect(args, config) -> None:
+    from . import inspect_data
+
+    if args.rows < 2:
+        raise UserError(f"inspect needs --rows >= 2, got {args.rows}")
+    result = inspect_data.inspect(config)
+    inspect_data.print_report(result, rows=args.rows)
+    if args.out:
+        paths = inspect_data.write(result, args.out)
+        print("wrote " + ", ".join(map(str, paths)))
+
+
+COMMANDS = {
+    "train": _train,
+    "schedule": _schedule,
+    "simulate": _simulate,
+    "profile": _profile,
+    "inspect": _inspect,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

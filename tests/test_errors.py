@@ -162,6 +162,7 @@ CASES = {
         "the checkpoint is at epoch 2",
     ),
     "profile-bad-steps": (["profile", "--config", SMOKE, "--steps", "1"], "--steps >= 2"),
+    "inspect-bad-rows": (["inspect", "--config", SMOKE, "--rows", "1"], "--rows >= 2"),
     "report-missing-run": (["report", "{nowhere}"], "does not exist"),
     "report-not-a-run": (["report", "{empty_dir}"], "is not a training run"),
 }

@@ -74,6 +74,7 @@ def test_only_parallel_touches_sharding():
         "dygnex_jax/strategies/__init__.py",
         "dygnex_jax/config.py",
         "dygnex_jax/simulate.py",
+        "dygnex_jax/inspect_data.py",
     ],
 )
 def test_no_jax_where_none_is_needed(where):
