@@ -154,7 +154,6 @@ class TrainConfig:
     # CE weights of classes (0, 1): link (non-edge, edge); edge_cls (negative, positive rating).
     class_weights: tuple[float, float] = key((0.1, 0.9), "[0, inf)")
     seed: int = key(0, SEED)  # parameter init; with the epoch, schedules and training negatives
-    eval_every: int = key(1, "[1, inf)")  # evaluate val (and test) every N epochs and after the last
     # Checkpoint (params, optimiser state, metrics so far) every N epochs and after the last, under
     # OUT/checkpoints (0 = only after the last); `train --resume OUT` continues from the latest.
     checkpoint_every: int = key(1, "[0, inf)")
@@ -262,6 +261,11 @@ class EvalConfig:
     neg_per_source: int = key(100, "[1, inf)")  # sampled mode: random non-edges per source of a true edge
     batch_size: int = key(8, "[1, inf)")  # windows per evaluation step
     seed: int = key(12345, SEED)  # sampled candidates are fixed for a run
+    every: int = key(1, "[1, inf)")  # evaluate val (and test) every N epochs and after the last
+
+
+# keys that moved: an old name is refused with its new one (a config never trains on a guessed meaning)
+RENAMED = {"train.eval_every": "eval.every"}
 
 
 @dataclasses.dataclass
@@ -317,6 +321,8 @@ def _merge(obj: Any, updates: dict, prefix: str = "") -> Any:
     changes = {}
     for name, value in updates.items():
         full = f"{prefix}{name}"
+        if full in RENAMED:
+            raise UserError(f"config key {full!r} is now {RENAMED[full]!r}: rename it in the config")
         if not isinstance(name, str) or name not in hints:
             known = ", ".join(f.name for f in dataclasses.fields(obj))
             raise UserError(f"unknown config key {full!r} (known here: {known})")

@@ -119,7 +119,7 @@ def _run_epoch(trainer: Trainer, epoch: int, out: Path, progress: Progress) -> d
                 f"re-fitted the cost model on {model.n_samples} measured steps (held-out error "
                 f"{100 * model.mape:.1f}%); re-scheduling with its weights"
             )
-    if epoch % config.train.eval_every == 0 or epoch == epochs:
+    if epoch % config.eval.every == 0 or epoch == epochs:
         start = time.perf_counter()
         for split in ("val", "test"):
             if len(trainer.windows.splits[split]):

@@ -81,6 +81,7 @@ CASES = {
     "unknown-config-key": (["train", "train.no_such_key=1"], "unknown config key 'train.no_such_key'"),
     "wrong-value-type": (["train", "train.epochs=many"], "'train.epochs' must be an integer"),
     "bad-value": (["train", "train.batch_size=0"], "train.batch_size must be positive"),
+    "config-key-renamed": (["train", "--config", SMOKE, "train.eval_every=2"], "is now 'eval.every'"),
     "non-finite-learning-rate": (["train", "train.learning_rate=.inf"], "positive and finite"),
     "override-not-key-value": (["train", "epochs"], "is not key=value"),
     "unknown-dataset": (["train", "data.dataset=no_such_set"], "unknown dataset 'no_such_set'"),

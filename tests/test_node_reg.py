@@ -250,7 +250,7 @@ def test_cli_train_writes_mse_and_picks_the_lowest(data_root, tmp_path):
         "--out",
         str(out),
         "train.epochs=3",
-        "train.eval_every=1",
+        "eval.every=1",
         "model.hidden=8",
         f"data.root={data_root}",
     ]

@@ -55,7 +55,7 @@ def run(src: Path, dataset: str, method: str, args, out: Path) -> dict:
         f"schedule.method={method}",
         f"train.batch_size={args.batch}",
         f"train.epochs={args.epochs}",
-        f"train.eval_every={args.epochs}",
+        f"eval.every={args.epochs}",
         "train.checkpoint_every=0",
         "eval.candidates=sampled",
         f"parallel.devices={args.devices}",

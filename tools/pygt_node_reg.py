@@ -5,7 +5,7 @@ windows (window 1; PyG-T's dataset loaders download from the network), with our 
 
     python tools/pygt_node_reg.py --config configs/chickenpox_hungary.yaml [--cheb-k 1] [--json out.json]
 
-Prints the val / test MSE every ``train.eval_every`` epochs, the best-by-val epoch and, for PyG-T's own
+Prints the val / test MSE every ``eval.every`` epochs, the best-by-val epoch and, for PyG-T's own
 protocol, the final MSE on everything after the training part (val + test: PyG-T's test set).
 Needs the ``torch`` extra.
 """
@@ -74,7 +74,7 @@ def main() -> None:
         loss.backward()
         opt.step()
         opt.zero_grad()
-        if epoch % cfg.train.eval_every == 0 or epoch == cfg.train.epochs:
+        if epoch % cfg.eval.every == 0 or epoch == cfg.train.epochs:
             model.eval()
             with torch.no_grad():
                 row = {"epoch": epoch, "loss": float(loss)}

@@ -215,7 +215,7 @@ def _worker(rank: int, world: int, config: Config, out: str, port: int, threads:
     epochs = config.train.epochs
     for epoch in range(1, epochs + 1):
         row = {"epoch": epoch, **runner.train_epoch(epoch)}
-        if rank == 0 and (epoch % config.train.eval_every == 0 or epoch == epochs):
+        if rank == 0 and (epoch % config.eval.every == 0 or epoch == epochs):
             for split in ("val", "test"):
                 r = runner.evaluate(split)
                 row[f"{split}_map"], row[f"{split}_mrr"] = r["map"], r["mrr"]

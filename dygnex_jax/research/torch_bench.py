@@ -74,7 +74,7 @@ def run_case(system: str, model: str, dataset: str, seed: int, args, work: Path)
         "model.egcn_gru=rows",
         f"train.seed={seed}",
         f"train.epochs={args.epochs}",
-        f"train.eval_every={args.epochs}",
+        f"eval.every={args.epochs}",
         f"schedule.method={variant if kind.startswith('ours') else 'psg'}",
         *args.override,
     ]
