@@ -138,6 +138,8 @@ def _schedule(args, config) -> None:
     from .runlog import header_line
     from .tasks import get_task
 
+    if args.devices < 0:  # before the data is loaded and its header line printed
+        raise UserError(f"schedule --devices must be >= 0 (0: parallel.devices, else 8), got {args.devices}")
     devices = args.devices or config.parallel.devices or 8
     graph = load_dataset(config.data)
     ws = task_windows(graph, config.data)
@@ -157,6 +159,8 @@ def _simulate(args, config) -> None:
     from .plan import write_json
     from .schedule.cost import CostModel
 
+    if args.param_bytes < 0:
+        raise UserError(f"--param-bytes must be >= 0 (0: the model's own), got {args.param_bytes:g}")
     link = sim.resolve_link(args.link, args.alpha, args.bandwidth)
     result = sim.run(
         config,
@@ -218,9 +222,33 @@ COMMANDS = {
 }
 
 
+def _check_output_files(args) -> None:
+    """``--json`` / ``--plot`` files can be written: checked before any work, so a bad path costs nothing."""
+    import os
+    from pathlib import Path
+
+    for flag in ("json", "plot"):
+        path = getattr(args, flag, None)
+        if not path:
+            continue
+        target = Path(path)
+        if target.is_dir():
+            raise UserError(f"--{flag} {path!r} is a folder: give a file name")
+        parent = target.parent
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
+        if not parent.is_dir():
+            raise UserError(
+                f"--{flag} {path!r} lies under {str(parent)!r}, which is a file: choose another path"
+            )
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise UserError(f"--{flag} {path!r} cannot be written under {str(parent)!r}: choose another path")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
+        _check_output_files(args)
         if args.command == "report":
             from .report import report
 

@@ -1,17 +1,26 @@
-"""Checkpoints of a training run: written atomically, read only when complete, and resume.
+"""Checkpoints of a training run: written atomically, checked before they are read, and resume.
 
 Layout under the run directory ``OUT``::
 
     OUT/checkpoints/epoch_000004/state/      orbax PyTree: params, optimiser state leaves (exact float32)
     OUT/checkpoints/epoch_000004/meta.json   epoch, config, seeds, metric rows so far, cost model,
-                                             measured step times, compiled budgets
+                                             measured step times, compiled budgets, and ``files``: the
+                                             size and SHA-256 of every file under ``state/``
 
 A checkpoint is first written to ``OUT/checkpoints/.tmp-epoch_000004-<pid>/`` (orbax's synchronous
-``PyTreeCheckpointer``, then ``meta.json`` last, fsync-ed) and only then renamed to ``epoch_000004``;
-a rename within one directory is atomic on POSIX filesystems. Only folders named ``epoch_NNNNNN`` that
-hold ``meta.json`` are ever read, so a checkpoint cut short by a kill is never picked up (its temporary
-folder is removed by the next save). Old checkpoints are renamed away before they are deleted, for the
-same reason.
+``PyTreeCheckpointer``; every file of ``state/`` is fsync-ed and hashed into ``meta.json``, which is written
+last and fsync-ed) and only then renamed to ``epoch_000004``; a rename within one directory is atomic on
+POSIX filesystems. Only folders named ``epoch_NNNNNN`` are ever read, so a checkpoint cut short by a kill
+is never picked up (its temporary folder is removed by the next save). Old checkpoints are renamed away
+before they are deleted, for the same reason. A Ctrl-C during a save is held until the save is complete
+(``runlock.deferred``).
+
+Resume (``restore_newest``) takes the newest checkpoint that restores cleanly: one whose ``meta.json``
+reads, whose files are all there with the sizes and hashes written (``check``) and which orbax reads; a
+newer one that does not is skipped with a one-line note saying why. No checkpoint at all: the run starts
+over from epoch 1 (it was interrupted before its first); checkpoints none of which restores: a
+``UserError``. A new run into a folder holding a run interrupted before its first checkpoint starts it
+over (``claim_out_dir``).
 
 Exact resume: every random stream of a run is derived from ``(train.seed, epoch)`` (schedule jitter and
 shuffles, training negatives), ``train.seed`` (parameter init) or ``eval.seed`` (sampled candidates),
@@ -19,11 +28,15 @@ so restoring the parameters, the optimiser state, the scheduler's weights (re-fi
 set of compiled shape budgets (a step may run on a larger compiled budget; float sums depend on the
 padding by ~1e-7) and the epoch reproduces the remaining epochs bit for bit. Granularity is one epoch:
 a run killed in the middle of an epoch restarts that epoch from the last checkpoint.
+
+Test hook: ``runlock.pause_point`` at ``save-start``, ``save-state``, ``save-meta`` and ``save-commit``
+(inert unless ``DYGNEX_TEST_PAUSE`` names one).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import re
@@ -33,15 +46,16 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from . import parallel
-from .config import Config, TrainConfig, dump_config, load_config, to_dict
+from . import parallel, runlock
+from .config import Config, TrainConfig, changed_keys, dump_config, load_config, to_dict
 from .errors import UserError
 from .graphs import Budget
 from .schedule.cost import CostModel
 
 FOLDER = "checkpoints"
 FORMAT = "dygnex_jax-checkpoint"
-VERSION = 1
+VERSION = 2  # 2: meta.json lists the size and SHA-256 of every file of state/ ("files")
+READABLE = (1, 2)
 _NAME = re.compile(r"^epoch_(\d{6,})$")
 # Config keys a resumed run may change: they do not alter the epochs already run (learning_rate does
 # alter the ones to come: the way out after a non-finite step).
@@ -58,11 +72,15 @@ RESUMABLE_CHANGES = (
 
 @dataclasses.dataclass
 class Checkpoint:
-    """A complete checkpoint on disk: its folder, epoch and ``meta.json`` contents."""
+    """A checked checkpoint on disk: its folder, epoch and ``meta.json`` contents."""
 
     path: Path
     epoch: int
     meta: dict
+
+
+class Damaged(Exception):
+    """A checkpoint that does not restore cleanly; the message says why, in one line."""
 
 
 def is_due(epoch: int, cfg: TrainConfig) -> bool:
@@ -70,26 +88,89 @@ def is_due(epoch: int, cfg: TrainConfig) -> bool:
     return epoch == cfg.epochs or (cfg.checkpoint_every > 0 and epoch % cfg.checkpoint_every == 0)
 
 
-def complete(out_dir: str | Path) -> list[tuple[int, Path]]:
-    """``(epoch, folder)`` of every complete checkpoint under ``out_dir``, oldest first."""
+def candidates(out_dir: str | Path) -> list[tuple[int, Path]]:
+    """``(epoch, folder)`` of every ``epoch_NNNNNN`` folder under ``out_dir``, newest first."""
     root = Path(out_dir) / FOLDER
     if not root.is_dir():
         return []
-    found = []
-    for p in root.iterdir():
-        m = _NAME.match(p.name)
-        if m and p.is_dir() and (p / "meta.json").is_file() and (p / "state").is_dir():
-            found.append((int(m.group(1)), p))
-    return sorted(found)
+    found = [(int(m.group(1)), p) for p in root.iterdir() if (m := _NAME.match(p.name)) and p.is_dir()]
+    return sorted(found, reverse=True)
+
+
+def complete(out_dir: str | Path) -> list[tuple[int, Path]]:
+    """``(epoch, folder)`` of every checkpoint folder holding ``meta.json`` and ``state/``, oldest first
+    (not checked: see ``check``)."""
+    return [
+        (e, p) for e, p in candidates(out_dir)[::-1] if (p / "meta.json").is_file() and (p / "state").is_dir()
+    ]
+
+
+def check(path: Path) -> Checkpoint:
+    """The checkpoint in folder ``path`` if its ``meta.json`` reads and its files are those written (sizes
+    and SHA-256 in ``meta.json``; checkpoints of format version 1 have none); ``Damaged`` otherwise."""
+    epoch = int(_NAME.match(path.name).group(1))
+    meta = _read_meta(path / "meta.json")
+    version = meta.get("version", 1)
+    if version not in READABLE:
+        raise Damaged(f"meta.json has format version {version!r}, this dygnex_jax reads {READABLE}")
+    if meta.get("epoch") != epoch or not isinstance(meta.get("config"), dict):
+        raise Damaged(f"meta.json is not this checkpoint's (epoch {meta.get('epoch')!r}, or no config)")
+    if not isinstance(meta.get("history"), list):
+        raise Damaged("meta.json has no metric rows ('history')")
+    if not (path / "state").is_dir():
+        raise Damaged("its state/ folder is missing")
+    files = meta.get("files", {})
+    try:
+        listed = sorted((str(rel), int(size), str(digest)) for rel, (size, digest) in files.items())
+    except (AttributeError, TypeError, ValueError):
+        raise Damaged("meta.json's list of files is garbled") from None
+    for rel, size, digest in listed:
+        f = path / rel
+        if not f.is_file():
+            raise Damaged(f"{rel} is missing")
+        got = f.stat().st_size
+        if got != size:
+            cut = "is empty" if got == 0 else "is cut short" if got < size else "is longer"
+            raise Damaged(f"{rel} {cut} ({got} bytes; {size} were written)")
+        if _digest(f) != digest:
+            raise Damaged(f"{rel} is corrupt (its SHA-256 differs from the one written)")
+    return Checkpoint(path, epoch, meta)
+
+
+def _read_meta(path: Path) -> dict:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise Damaged("meta.json is missing") from None
+    except OSError as e:
+        raise Damaged(f"meta.json cannot be read ({e.strerror})") from None
+    if not raw.strip():
+        raise Damaged("meta.json is empty")
+    try:
+        meta = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        where = f" at byte {e.pos}" if isinstance(e, json.JSONDecodeError) else ""
+        raise Damaged(f"meta.json is not valid JSON{where} (cut short or overwritten)") from None
+    if not isinstance(meta, dict):
+        raise Damaged("meta.json is not a JSON object")
+    return meta
+
+
+def newest(out_dir: str | Path) -> tuple[Checkpoint | None, list[str]]:
+    """The newest checkpoint that passes ``check`` (or None) and ``"epoch_NNNNNN: why"`` of each newer
+    one that does not."""
+    skipped = []
+    for _, path in candidates(out_dir):
+        try:
+            return check(path), skipped
+        except Damaged as e:
+            skipped.append(f"{path.name}: {e}")
+    return None, skipped
 
 
 def latest(out_dir: str | Path) -> Checkpoint | None:
-    """The newest complete checkpoint, or None."""
-    found = complete(out_dir)
-    if not found:
-        return None
-    epoch, path = found[-1]
-    return Checkpoint(path, epoch, json.loads((path / "meta.json").read_text()))
+    """The newest checkpoint that passes ``check``, or None."""
+    return newest(out_dir)[0]
 
 
 # ------------------------------------------------------------------------------------------ saving
@@ -101,6 +182,26 @@ def _fsync(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _digest(path: Path, sync: bool = False) -> str:
+    """SHA-256 of a file's bytes (hex); with ``sync``, the file is fsync-ed first."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        if sync:
+            os.fsync(f.fileno())
+        while block := f.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _manifest(folder: Path) -> dict[str, list]:
+    """``{"state/...": [size, sha256]}`` of every file under ``folder/state``, each fsync-ed."""
+    return {
+        p.relative_to(folder).as_posix(): [p.stat().st_size, _digest(p, sync=True)]
+        for p in sorted((folder / "state").rglob("*"))
+        if p.is_file()
+    }
 
 
 def _state_tree(trainer) -> dict:
@@ -150,29 +251,36 @@ def _checkpointer():
 
 
 def save(trainer, out_dir: str | Path, epoch: int, history: list[dict], keep: int) -> Path:
-    """Write the checkpoint of ``epoch`` atomically; keep the newest ``keep``. Returns its folder."""
-
-    root = Path(out_dir) / FOLDER
-    root.mkdir(parents=True, exist_ok=True)
-    for stale in root.glob(".tmp-*"):  # left by a run killed while saving
-        shutil.rmtree(stale, ignore_errors=True)
-    final = root / f"epoch_{epoch:06d}"
-    tmp = root / f".tmp-{final.name}-{os.getpid()}"
-    tmp.mkdir()
-    _checkpointer().save((tmp / "state").absolute(), _state_tree(trainer))  # orbax: absolute paths only
-    meta = tmp / "meta.json"
-    meta.write_text(json.dumps(trainer_meta(trainer, epoch, history)) + "\n")
-    _fsync(meta)
-    if final.exists():  # a re-run of an epoch after a resume: replace it, never half of it
+    """Write the checkpoint of ``epoch`` atomically; keep the newest ``keep``. Returns its folder. A
+    Ctrl-C meanwhile is raised once the checkpoint is complete."""
+    with runlock.deferred():
+        root = Path(out_dir) / FOLDER
+        root.mkdir(parents=True, exist_ok=True)
+        for stale in root.glob(".tmp-*"):  # left by a run killed while saving
+            shutil.rmtree(stale, ignore_errors=True)
+        final = root / f"epoch_{epoch:06d}"
+        tmp = root / f".tmp-{final.name}-{os.getpid()}"
+        tmp.mkdir()
+        runlock.pause_point("save-start", epoch)
+        _checkpointer().save((tmp / "state").absolute(), _state_tree(trainer))  # orbax: absolute paths
+        runlock.pause_point("save-state", epoch)
+        meta = tmp / "meta.json"
+        meta.write_text(json.dumps({**trainer_meta(trainer, epoch, history), "files": _manifest(tmp)}) + "\n")
+        _fsync(meta)
+        runlock.pause_point("save-meta", epoch)
         old = root / f".tmp-old-{final.name}-{os.getpid()}"
-        final.rename(old)
-        shutil.rmtree(old)
-    tmp.rename(final)
-    _fsync(root)
-    for _, path in complete(out_dir)[:-keep]:
-        doomed = root / f".tmp-del-{path.name}"
-        path.rename(doomed)
-        shutil.rmtree(doomed, ignore_errors=True)
+        if final.exists():  # a re-run of an epoch (its checkpoint was skipped as damaged): replace it
+            final.rename(old)
+        tmp.rename(final)
+        _fsync(root)
+        shutil.rmtree(old, ignore_errors=True)
+        runlock.pause_point("save-commit", epoch)
+        # the newest `keep` up to this epoch; later ones (skipped as damaged by the resume) are replaced
+        # when this run gets there
+        for _, path in [(e, p) for e, p in complete(out_dir) if e <= epoch][:-keep]:
+            doomed = root / f".tmp-del-{path.name}"
+            path.rename(doomed)
+            shutil.rmtree(doomed, ignore_errors=True)
     return final
 
 
@@ -180,29 +288,33 @@ def save(trainer, out_dir: str | Path, epoch: int, history: list[dict], keep: in
 
 
 def resume_config(run_dir: str | Path, config_path: str | None, overrides: list[str]) -> Config:
-    """The config of the run in ``run_dir`` with the allowed ``overrides``; UserErrors otherwise."""
+    """The config of the run in ``run_dir`` with the allowed ``overrides``; UserErrors otherwise. A run
+    without any checkpoint (interrupted before its first) is resumed from epoch 1 with its config.yaml."""
     run = Path(run_dir)
     if not run.is_dir():
         raise UserError(f"--resume {str(run)!r} does not exist: pass the --out directory of a run")
     if config_path is not None:
         raise UserError("--resume continues a run with its own config: drop --config")
-    ckpt = latest(run)
-    if ckpt is None:
+    ckpt, skipped = newest(run)
+    has_config = (run / "config.yaml").is_file()
+    if ckpt is None and not has_config:
         raise UserError(
             f"--resume {str(run)!r} holds no complete checkpoint (looked in {str(run / FOLDER)!r}): "
             "start the run again with --out"
         )
-    config = load_config(run / "config.yaml", overrides) if (run / "config.yaml").is_file() else None
-    if config is None:
+    if ckpt is None and skipped:
+        raise UserError(none_restores(run, skipped))
+    if not has_config:
         raise UserError(f"--resume {str(run)!r} has no config.yaml: pass the --out directory of a run")
-    changed = sorted(_differences(to_dict(config), ckpt.meta["config"]))
-    refused = [k for k in changed if k not in RESUMABLE_CHANGES]
+    config = load_config(run / "config.yaml", overrides)
+    trained = ckpt.meta["config"] if ckpt else to_dict(load_config(run / "config.yaml"))
+    refused = [k for k in changed_keys(config, trained) if k not in RESUMABLE_CHANGES]
     if refused:
         raise UserError(
             f"--resume cannot change {', '.join(refused)} (the checkpoint was trained with other values): "
             f"only {', '.join(RESUMABLE_CHANGES)} may change"
         )
-    if config.train.epochs < ckpt.epoch:
+    if ckpt is not None and config.train.epochs < ckpt.epoch:
         raise UserError(
             f"train.epochs={config.train.epochs} but the checkpoint is at epoch {ckpt.epoch}: "
             "resume with train.epochs >= that"
@@ -210,56 +322,130 @@ def resume_config(run_dir: str | Path, config_path: str | None, overrides: list[
     return config
 
 
-def _differences(a: dict, b: dict, prefix: str = "") -> list[str]:
-    out = []
-    for key in sorted(set(a) | set(b)):
-        x, y = a.get(key), b.get(key)
-        if isinstance(x, dict) and isinstance(y, dict):
-            out += _differences(x, y, f"{prefix}{key}.")
-        elif x != y:
-            out.append(f"{prefix}{key}")
-    return out
+def none_restores(run: Path, skipped: list[str]) -> str:
+    """The message for a run directory whose checkpoints all fail to restore."""
+    why = "; ".join(skipped[:3]) + ("; ..." if len(skipped) > 3 else "")
+    return (
+        f"--resume {str(run)!r}: none of its checkpoints restores ({why}): move them out of "
+        f"{str(run / FOLDER)!r} to start the run over from epoch 1 with --resume, "
+        "or start a new run with --out"
+    )
+
+
+def claim_out_dir(out: Path, config: Config, note) -> None:
+    """Check that ``train --out`` may write to folder ``out`` (made, and locked by the caller). A folder
+    that holds a run interrupted before its first checkpoint, with this config (but for the keys a resume
+    may change), is started over: its rows and leftovers are removed, with a note. A folder of another
+    run (finished, with a checkpoint, or of another config) is a UserError; other files are left alone."""
+    if (out / "summary.json").exists() or candidates(out):
+        raise UserError(
+            f"--out {str(out)!r} already holds a run: choose another directory "
+            f"(or continue it with --resume {str(out)!r})"
+        )
+    rows = [out / n for n in ("metrics.jsonl", "steps.jsonl") if (out / n).exists()]
+    if not (out / "config.yaml").exists():
+        if rows:  # a run's rows but not its config: not one we can tell is ours
+            raise UserError(f"--out {str(out)!r} already holds a run: choose another directory")
+        return
+    try:
+        differ = changed_keys(config, to_dict(load_config(out / "config.yaml")))
+    except UserError as e:
+        raise UserError(
+            f"--out {str(out)!r} holds a config.yaml that is not this run's ({e}): choose another directory"
+        ) from None
+    differ = [k for k in differ if k not in RESUMABLE_CHANGES]
+    if differ:
+        raise UserError(
+            f"--out {str(out)!r} holds a run of another config ({', '.join(differ[:5])} differ) that has no "
+            f"checkpoint: choose another directory, or start that run over with --resume {str(out)!r}"
+        )
+    epochs = len((out / "metrics.jsonl").read_text().splitlines()) if (out / "metrics.jsonl").exists() else 0
+    note(
+        f"{out} holds this run, interrupted before its first checkpoint ({epochs} epoch row(s)): "
+        "starting it over"
+    )
+    for path in rows:
+        path.unlink()
+    shutil.rmtree(out / FOLDER, ignore_errors=True)  # only leftovers of unfinished saves are there
+
+
+def restore_newest(trainer, out_dir: str | Path, note) -> tuple[Checkpoint | None, list[dict]]:
+    """Restore the newest checkpoint of ``out_dir`` that restores cleanly into ``trainer``; ``note`` says
+    which newer ones were skipped and why. -> (that checkpoint, its metric rows), or (None, []) when
+    there is no checkpoint at all; a UserError when none of them restores. A Ctrl-C meanwhile is raised
+    after the restore (orbax would turn it into a read error, taken for a damaged checkpoint)."""
+    skipped = []
+    for _, path in candidates(out_dir):
+        try:
+            with runlock.deferred():
+                ckpt = check(path)
+                return ckpt, restore(trainer, ckpt)
+        except Damaged as e:
+            skipped.append(f"{path.name}: {e}")
+            note(f"skipping checkpoint {path.name}: {e}; trying the one before")
+    if skipped:
+        raise UserError(none_restores(Path(out_dir), skipped))
+    return None, []
 
 
 def restore(trainer, ckpt: Checkpoint) -> list[dict]:
-    """Load ``ckpt`` into ``trainer`` (arrays, scheduler weights, step times, budgets); its metric rows."""
+    """Load ``ckpt`` into ``trainer`` (arrays, scheduler weights, step times, budgets); its metric rows.
+    ``Damaged`` (and ``trainer`` unchanged) when orbax cannot read it or ``meta.json`` lacks a field."""
     import orbax.checkpoint as ocp
 
     target = _state_tree(trainer)
     args = jax.tree.map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray), target)
-    state = _checkpointer().restore(
-        (ckpt.path / "state").absolute(), args=ocp.args.PyTreeRestore(restore_args=args)
-    )
+    try:
+        state = _checkpointer().restore(
+            (ckpt.path / "state").absolute(), args=ocp.args.PyTreeRestore(restore_args=args)
+        )
+    except Exception as e:  # a damaged checkpoint of format 1 (no file hashes): orbax, zarr, OCDBT errors
+        raise Damaged(f"orbax cannot read its arrays ({_one_line(e)})") from None
     want = jax.tree.map(lambda x: (x.shape, str(x.dtype)), target)
     got = jax.tree.map(lambda x: (x.shape, str(x.dtype)), state)
     if jax.tree.structure(want) != jax.tree.structure(got) or jax.tree.leaves(want) != jax.tree.leaves(got):
         raise UserError(f"checkpoint {str(ckpt.path)!r} does not match this model's shapes: start a new run")
     meta = ckpt.meta
+    packer_state = trainer.packer.state_dict()
+    try:
+        d = meta["cost_model"]
+        cost_model = CostModel(
+            coef=np.array(d["coef"]),
+            window=d["window"],
+            mape=d["mape"],
+            n_samples=d["n_samples"],
+            source=d["source"],
+        )
+        alpha, beta, gamma = meta["scheduler_weights"]
+        step_log = [(np.array(work), seconds) for work, seconds in meta["step_log"]]
+        plan = meta.get("plan")
+        planned = ([Budget(*b) for b in plan["budgets"]], plan["compose"]) if plan is not None else None
+        trainer.packer.load_state_dict(meta)
+    except (KeyError, TypeError, ValueError) as e:
+        trainer.packer.load_state_dict(packer_state)
+        raise Damaged(f"meta.json lacks or garbles a field ({_one_line(e)})") from None
     trainer.params = parallel.replicate(trainer.mesh, state["params"])
     treedef = jax.tree.structure(trainer.opt_state)
     trainer.opt_state = parallel.replicate(trainer.mesh, jax.tree.unflatten(treedef, state["opt_state"]))
-    d = meta["cost_model"]
-    trainer.cost_model = CostModel(
-        coef=np.array(d["coef"]),
-        window=d["window"],
-        mape=d["mape"],
-        n_samples=d["n_samples"],
-        source=d["source"],
-    )
-    alpha, beta, gamma = meta["scheduler_weights"]
+    trainer.cost_model = cost_model
     trainer.settings = dataclasses.replace(trainer.config.schedule, alpha=alpha, beta=beta, gamma=gamma)
-    trainer.step_log = [(np.array(work), seconds) for work, seconds in meta["step_log"]]
-    trainer.packer.load_state_dict(meta)
-    plan = meta.get("plan")
-    if plan is not None and trainer.plans_budgets:
-        trainer.restore_plan([Budget(*b) for b in plan["budgets"]], plan["compose"])
+    trainer.step_log = step_log
+    if planned is not None and trainer.plans_budgets:
+        trainer.restore_plan(*planned)
     return list(meta["history"])
+
+
+def _one_line(e: BaseException) -> str:
+    text = " ".join(str(e).split()) or type(e).__name__
+    return text if len(text) <= 160 else text[:157] + "..."
 
 
 def rewind_logs(out_dir: str | Path, history: list[dict], config: Config) -> None:
     """Make ``metrics.jsonl``/``steps.jsonl``/``config.yaml`` those of the checkpoint's epoch (a kill
-    may have left rows of later epochs, or half a line), each file replaced atomically."""
+    may have left rows of later epochs, or half a line), each file replaced atomically; a
+    ``summary.json`` (of a later state) is removed until the run ends again."""
     out = Path(out_dir)
+    (out / "summary.json").unlink(missing_ok=True)
     last = history[-1]["epoch"] if history else 0
     steps = []
     if (out / "steps.jsonl").is_file():
@@ -277,5 +463,11 @@ def rewind_logs(out_dir: str | Path, history: list[dict], config: Config) -> Non
         tmp = out / f".{name}.tmp"
         tmp.write_text(text)
         tmp.replace(out / name)
-    dump_config(config, out / ".config.yaml.tmp")
-    (out / ".config.yaml.tmp").replace(out / "config.yaml")
+    write_config(config, out)
+
+
+def write_config(config: Config, out: str | Path) -> None:
+    """``OUT/config.yaml``, replaced atomically (a kill never leaves half of it)."""
+    tmp = Path(out) / ".config.yaml.tmp"
+    dump_config(config, tmp)
+    tmp.replace(Path(out) / "config.yaml")

@@ -8,15 +8,14 @@ Every key's allowed values are declared beside it with ``key(default, ...)`` (co
 interval of numbers (``"[1, inf)"``), the choices of a string (a tuple, or a function returning a
 registry's names), or ``free=`` saying why the value is not checked here (a path, a label, a name a JAX
 module checks). Bool keys need none: true / false is their type. ``validate`` checks every key against
-its declaration (``check_keys``), then the rules that span keys.
+its declaration (``check_keys``), then the rules that span keys. Reading YAML text and coercing values to
+their declared types: config_yaml.py.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import re
-import types
 import typing
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,11 @@ from typing import Any
 import yaml
 
 from .config_check import check_keys, key
+from .config_yaml import coerce, parse_override, read_yaml
+from .data.cumulative import check_targets
+from .data.timerange import TimePoint, time_range
 from .errors import UserError
+from .resources import check_config
 from .strategies import METHODS as _METHODS
 from .strategies import WINDOW_METHODS as _WINDOW_METHODS
 
@@ -87,28 +90,44 @@ class DataConfig:
     task: str = key("link", choices=TASKS)
     # Dataset: "synthetic" (embedded default), a named real dataset (bitcoin_otc, bitcoin_alpha,
     # uci_collegemsg, as733, enron_dysat; node_reg: chickenpox_hungary, pedalme_london, england_covid,
-    # montevideo_bus), or "edges" / "intervals" to read `path`.
+    # montevideo_bus), or "edges" / "intervals" / "snapshots" / "pygt_json" to read `path`.
     dataset: str = key("synthetic", free="data/datasets.py checks it (unknown dataset ...)")
     # Data root holding the named datasets; "" = $DYGNEX_DATA, else ../shared/datasets when it exists.
     root: str = key("", free="a folder")
-    # File for dataset "edges" (src dst [weight] time rows) or "intervals" (src,dst,first,last rows).
+    # File for dataset "edges" (src dst [weight] time rows) or "intervals" (src,dst,first,last rows);
+    # for "snapshots" a folder or a glob of edge files, one per snapshot (data/snapshots.py); for
+    # "pygt_json" a PyG-Temporal JSON file (data/pygt_json.py).
     path: str = key("", free="a file")
+    # pygt_json: the keys of the target ([T, N], or [N] per snapshot record) and of the features
+    # ([T, N, F], or [N, F] per record); "" = detect (data/pygt_json.py).
+    target_key: str = key("", free="a key of the JSON file (data/pygt_json.py looks it up)")
+    feature_key: str = key("", free="a key of the JSON file")  # for data.features=given; "" = detect
     # Snapshot bucketing of an edge stream: seconds per snapshot (0 = dataset default), or a count.
     aggr_time: float = key(0.0, "[0, inf)")
     num_snapshots: int = key(0, "[0, inf)")  # that many equal-width snapshots when aggr_time is 0 (0 = off)
     # Keep only the last N snapshots (0 = all; -1 = the dataset's default: all, but as733 its last 100
     # days as EvolveGCN does).
     last_snapshots: int = key(-1, "[0, inf)", also={-1: "default"})
+    # Keep rows with start <= time < end: numbers in the data's time unit, or ISO dates (2004-01-01,
+    # 2004-01-01T12:00:00, UTC) for Unix seconds; "" = open. See data/timerange.py.
+    start: TimePoint = key("", free="a number or an ISO date (data/timerange.py parses it)")
+    end: TimePoint = key("", free="a number or an ISO date, after start")  # the range's end, excluded
+    cumulative: bool = False  # snapshot t holds every edge of snapshots 0..t (data/cumulative.py)
+    # Link-prediction positives: "all" edges of the target, or "new" pairs (no edge before; pairs seen
+    # before are then no candidates at all); "auto" = new on a cumulative series, else all.
+    targets: str = key("auto", choices=("auto", "all", "new"))
     symmetric: bool = True  # store every edge in both directions
     self_loops: bool = False  # keep u->u rows of the source (the GCN adds its own self-loops)
-    # Node features: "degree" (EvolveGCN's one-hot of the snapshot degree, capped) or "constant".
-    features: str = key("degree", choices=("degree", "constant"))
+    # Node features: "degree" (EvolveGCN's one-hot of the snapshot degree, capped) or "constant";
+    # node_reg: "given" = the features the data carries (pygt_json), then `lags` target values.
+    features: str = key("degree", choices=("degree", "constant", "given"))
     max_degree: int = key(64, "[1, inf)")  # degrees >= this share the last one-hot slot
     # W: history snapshots per window; the target is the next one (edge_cls: the last).
     window: int = key(10, "[1, inf)")
     # node_reg: a snapshot's node input is its last `lags` signal values (PyG-T's examples: window 1,
-    # lags 4 on chickenpox; window W, lags 1 is the recurrent form). Ignored by the other tasks.
-    lags: int = key(1, "[1, inf)")
+    # lags 4 on chickenpox; window W, lags 1 is the recurrent form); with data.features=given they
+    # follow the given features (0 = the features alone). Ignored by the other tasks.
+    lags: int = key(1, "[0, inf)")
     # Chronological split of target snapshots (EvolveGCN: 0.7 / 0.1 / 0.2); test gets the rest.
     train_frac: float = key(0.7, "(0, 1)")
     val_frac: float = key(0.1, "[0, 1)")  # validation share (0 = none); train_frac + val_frac < 1
@@ -122,7 +141,7 @@ class DataConfig:
     syn_communities: int = key(6, "[1, inf)")  # communities of the block model
     syn_edges: int = key(400, "[1, inf)")  # mean edges per snapshot
     # Log-normal sigma of the per-snapshot size: 0 = all equal, larger = more skew.
-    syn_skew: float = key(1.5, "[0, inf)")
+    syn_skew: float = key(1.5, "[0, 10]")  # (beyond 10 the draws overflow float64)
     syn_p_in: float = key(0.8, "[0, 1]")  # fraction of edges inside a community
     # Fraction of an active community's edges kept from the previous snapshot.
     syn_persist: float = key(0.5, "[0, 1]")
@@ -137,8 +156,8 @@ class ModelConfig:
     hidden: int = key(64, "[1, inf)")  # node embedding width of every graph layer
     # Graph layers (EvolveGCN: 2); stacked recurrent cells for gcrn_gru / gconv_lstm / gc_lstm / tgcn;
     # mpnn_lstm has PyG-Temporal's fixed two GCN layers and two LSTMs.
-    layers: int = key(2, "[1, inf)")
-    cheb_k: int = key(2, "[1, inf)")  # Chebyshev order K of gcrn_gru / gconv_lstm / gc_lstm convolutions
+    layers: int = key(2, "[1, 64]")  # (layers are unrolled: more would trace for minutes)
+    cheb_k: int = key(2, "[1, 64]")  # Chebyshev order K of gcrn_gru / gconv_lstm / gc_lstm convolutions
     # egcn_o's weight GRU: "rows" (PyG-Temporal: torch.nn.GRU over the weight matrix's rows) or
     # "matrix" (IBM's EvolveGCN code: left-multiplied matrix GRU).
     egcn_gru: str = key("rows", choices=("rows", "matrix"))
@@ -151,8 +170,9 @@ class TrainConfig:
     batch_size: int = key(8, "[1, inf)")  # B: windows per optimiser step, over all devices
     learning_rate: float = key(0.005, "(0, inf)")  # Adam / AdamW step size
     weight_decay: float = key(0.0, "[0, inf)")  # AdamW's decoupled weight decay (0 = plain Adam)
-    # CE weights of classes (0, 1): link (non-edge, edge); edge_cls (negative, positive rating).
-    class_weights: tuple[float, float] = key((0.1, 0.9), "[0, inf)")
+    # CE weights of classes (0, 1): link (non-edge, edge); edge_cls (negative, positive rating). Each
+    # > 0: a zero weight drops its class from the loss, and the model learns to predict the other always.
+    class_weights: tuple[float, float] = key((0.1, 0.9), "(0, inf)")
     seed: int = key(0, SEED)  # parameter init; with the epoch, schedules and training negatives
     # Checkpoint (params, optimiser state, metrics so far) every N epochs and after the last, under
     # OUT/checkpoints (0 = only after the last); `train --resume OUT` continues from the latest.
@@ -227,7 +247,7 @@ class ParallelConfig:
     budget_align: int = key(8, "[1, 4096]")
     # Padded budgets are rounded up to a geometric grid with this ratio.
     bucket_ratio: float = key(1.25, "(1, inf)")
-    min_bucket: int = key(64, "[1, inf)")  # smallest budget of every padded dimension
+    min_bucket: int = key(64, "[1, 1048576]")  # smallest budget of every padded dimension
     # Run a step on an already-compiled larger budget when its padded work is at most this fraction
     # above the step's own bucket: fewer compilations for a little padding (0 = never; inf = always).
     reuse_slack: float = key(0.25, "[0, inf]")
@@ -248,7 +268,7 @@ class ParallelConfig:
     vertex_balance: str = key("contiguous", choices=("contiguous", "degree"))
     # Training steps packed and placed on the devices ahead of the running step, by a background
     # thread, so that host packing overlaps the device's work (0 = pack each step when it is due).
-    prefetch: int = key(1, "[0, inf)")
+    prefetch: int = key(1, "[0, 64]")
 
 
 @dataclasses.dataclass
@@ -282,38 +302,6 @@ class Config:
 # ---------------------------------------------------------------------------------------------------
 
 
-def _coerce(value: Any, kind: Any, key: str) -> Any:
-    origin = typing.get_origin(kind)
-    if kind is bool:
-        if isinstance(value, bool):
-            return value
-        raise UserError(f"config key {key!r} must be true or false, got {value!r}")
-    if kind is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise UserError(f"config key {key!r} must be an integer, got {value!r}")
-        return value
-    if kind is float:
-        if isinstance(value, str) and re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+", value.strip()):
-            value = float(value)  # YAML 1.1 reads 1e9 (no dot) as a string
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise UserError(f"config key {key!r} must be a number, got {value!r}")
-        return float(value)
-    if kind is str:
-        if isinstance(value, bool):  # YAML 1.1 reads off / on / no / yes as booleans
-            value = "on" if value else "off"
-        if not isinstance(value, str):
-            raise UserError(f"config key {key!r} must be a string, got {value!r}")
-        return value
-    if origin is tuple:
-        args = typing.get_args(kind)
-        if not isinstance(value, (list, tuple)) or len(value) != len(args):
-            raise UserError(f"config key {key!r} must be a list of {len(args)} values, got {value!r}")
-        return tuple(_coerce(v, a, key) for v, a in zip(value, args))
-    if origin in (typing.Union, types.UnionType):
-        raise TypeError(f"unsupported config type {kind}")
-    raise TypeError(f"unsupported config type {kind}")
-
-
 def _merge(obj: Any, updates: dict, prefix: str = "") -> Any:
     if not isinstance(updates, dict):
         raise UserError(f"config section {prefix.rstrip('.') or '<top>'!r} must be a mapping")
@@ -330,75 +318,8 @@ def _merge(obj: Any, updates: dict, prefix: str = "") -> Any:
         if dataclasses.is_dataclass(current):
             changes[name] = _merge(current, value, full + ".")
         else:
-            changes[name] = _coerce(value, hints[name], full)
+            changes[name] = coerce(value, hints[name], full)
     return dataclasses.replace(obj, **changes)
-
-
-def _nest(dotted: str, value: Any) -> dict:
-    out: dict = {}
-    node = out
-    parts = dotted.split(".")
-    for part in parts[:-1]:
-        node = node.setdefault(part, {})
-    node[parts[-1]] = value
-    return out
-
-
-def parse_override(text: str) -> dict:
-    """``"train.batch_size=16"`` -> ``{"train": {"batch_size": 16}}`` (value parsed as YAML)."""
-    if "=" not in text:
-        raise UserError(f"override {text!r} is not key=value (e.g. train.batch_size=16)")
-    dotted, raw = text.split("=", 1)
-    if not dotted.strip():
-        raise UserError(f"override {text!r} has an empty key")
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError:
-        value = raw
-    return _nest(dotted.strip(), value)
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """YAML's safe loader, but a key given twice in one mapping is an error (YAML keeps the last one
-    silently, which would drop the first value the user wrote)."""
-
-    def construct_mapping(self, node, deep=False):
-        seen = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise UserError(
-                    f"key {key!r} is given twice in one section (line {key_node.start_mark.line + 1}): keep one"
-                )
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
-def _read_yaml(p: Path) -> dict:
-    """A config file's mapping; unreadable, non-UTF-8, invalid, duplicated-key or empty files are
-    one-line ``UserError``s naming the file."""
-    try:
-        text = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise UserError(f"config file {str(p)!r} is not UTF-8 text: save it as UTF-8 YAML") from None
-    except OSError as e:
-        raise UserError(
-            f"config file {str(p)!r} cannot be read ({e.strerror}): check its permissions"
-        ) from None
-    try:
-        data = yaml.load(text, Loader=_StrictLoader)
-    except UserError as e:
-        raise UserError(f"config file {str(p)!r}: {e}") from None
-    except yaml.YAMLError as e:
-        line = getattr(getattr(e, "problem_mark", None), "line", None)
-        where = f" at line {line + 1}" if line is not None else ""
-        raise UserError(f"config file {str(p)!r} is not valid YAML{where}: fix its syntax") from None
-    if data is None:
-        raise UserError(
-            f"config file {str(p)!r} is empty: write the keys that differ from the defaults in it, "
-            "or leave out --config for the embedded default"
-        )
-    return data
 
 
 def load_config(path: str | os.PathLike | None = None, overrides: list[str] = ()) -> Config:
@@ -408,7 +329,7 @@ def load_config(path: str | os.PathLike | None = None, overrides: list[str] = ()
         p = Path(path)
         if not p.is_file():
             raise UserError(f"config file {str(p)!r} does not exist: pass an existing YAML file")
-        config = _merge(config, _read_yaml(p))
+        config = _merge(config, read_yaml(p))
     for text in overrides:
         config = _merge(config, parse_override(text))
     validate(config)
@@ -419,6 +340,8 @@ def validate(config: Config) -> None:
     """Every key against its declaration (``check_keys``), then the rules that span keys."""
     check_keys(config)
     d, m, s, p = config.data, config.model, config.schedule, config.parallel
+    time_range(d.start, d.end)  # data.start / data.end: numbers or ISO dates, end after start
+    check_targets(d)  # data.targets=new: link prediction only
     partitioned = s.method not in WINDOW_METHODS
     rules = [
         (
@@ -435,6 +358,10 @@ def validate(config: Config) -> None:
             "use psg, dygnex_g or dygnex_l for it",
         ),
         (
+            d.features != "given" or d.task == "node_reg",
+            f"data.features=given applies to data.task=node_reg, not {d.task!r}: use degree or constant",
+        ),
+        (
             not partitioned or m.name in PARTITIONED_MODELS,
             f"schedule.method={s.method} runs model.name {' or '.join(PARTITIONED_MODELS)} (a pipelined "
             f"recurrence and a node-range communicator), not {m.name!r}: use psg, dygnex_g or dygnex_l for it",
@@ -449,6 +376,7 @@ def validate(config: Config) -> None:
     for ok, message in rules:
         if not ok:
             raise UserError(message)
+    check_config(config)  # sizes known from the config alone (resources.py)
 
 
 def to_dict(config: Config) -> dict:
@@ -466,3 +394,42 @@ def to_dict(config: Config) -> dict:
 
 def dump_config(config: Config, path: str | os.PathLike) -> None:
     Path(path).write_text(yaml.safe_dump(to_dict(config), sort_keys=False))
+
+
+def changed_keys(config: Config, trained: dict) -> list[str]:
+    """Dotted keys whose value in ``config`` differs from ``trained`` (``to_dict`` of a config saved by
+    an earlier version: keys renamed since are read under their new names, keys it did not have yet ran
+    with their defaults)."""
+    return _differences(to_dict(config), _with_defaults(_renamed(trained), to_dict(Config())))
+
+
+def _renamed(trained: dict) -> dict:
+    """``trained`` with keys that moved since (``config.RENAMED``) under their new names."""
+    out = {k: dict(v) if isinstance(v, dict) else v for k, v in trained.items()}
+    for old, new in RENAMED.items():
+        (a, b), (c, d) = old.split("."), new.split(".")
+        if b in out.get(a, {}):
+            out.setdefault(c, {})[d] = out[a].pop(b)
+    return out
+
+
+def _with_defaults(trained: dict, defaults: dict) -> dict:
+    """``trained`` with the keys it lacks (added to the config after it was saved) at their defaults."""
+    out = dict(trained)
+    for name, value in defaults.items():
+        if name not in out:
+            out[name] = value
+        elif isinstance(value, dict) and isinstance(out[name], dict):
+            out[name] = _with_defaults(out[name], value)
+    return out
+
+
+def _differences(a: dict, b: dict, prefix: str = "") -> list[str]:
+    out = []
+    for name in sorted(set(a) | set(b)):
+        x, y = a.get(name), b.get(name)
+        if isinstance(x, dict) and isinstance(y, dict):
+            out += _differences(x, y, f"{prefix}{name}.")
+        elif x != y:
+            out.append(f"{prefix}{name}")
+    return out

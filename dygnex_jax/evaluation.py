@@ -10,7 +10,9 @@ source node of a true edge (``sampled``, for graphs too large to score every pai
 ``average_precision_score`` (step-wise, tied scores form one threshold); MRR averages, over source
 nodes with at least one true edge, the mean reciprocal rank of their true edges among all of that
 node's candidates (tied scores get their average rank). As in EvolveGCN's logger, the epoch figure is
-the mean over snapshots weighted by their number of candidates.
+the mean over snapshots weighted by their number of candidates. With ``data.targets: new`` the true
+edges are the pairs first seen at the target and the pairs seen before are no candidates at all
+(``WindowSet.excluded_codes``).
 
 Edge classification (``edge_cls``): every target edge is predicted the class of its larger logit; the
 confusion counts are pooled over the split's snapshots (EvolveGCN's logger), then ``f1`` is the F1 of
@@ -90,6 +92,7 @@ def snapshot_metrics_compressed(
     pos_src: np.ndarray,
     pos_dst: np.ndarray,
     pos_src_global: np.ndarray,
+    excluded: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> tuple[float, float, int]:
     """``snapshot_metrics_all`` without the [N, N] matrix: exact, in O(L^2) for L local nodes.
 
@@ -102,12 +105,16 @@ def snapshot_metrics_compressed(
       local_scores: [L, L] scores of local pairs.
       multiplicity: [L] int, global nodes per local id (sums to N).
       pos_src, pos_dst: [Q+] local ids of the target snapshot's edges; pos_src_global: their global sources.
+      excluded: None, or the pairs that are no candidates (u != v, not positives): [X] local sources,
+        local targets and global sources, sorted by the global source.
     """
     m = np.asarray(multiplicity, np.float64)
     total = np.outer(m, m) - np.diag(m)  # ordered pairs u != v per cell
     positives = np.zeros_like(total)
     np.add.at(positives, (pos_src, pos_dst), 1.0)
     negatives = total - positives
+    if excluded is not None:
+        np.add.at(negatives, (excluded[0], excluded[1]), -1.0)
     scores = np.r_[local_scores.ravel(), local_scores[pos_src, pos_dst]]
     weights = np.r_[negatives.ravel(), np.ones(len(pos_src))]
     labels = np.r_[np.zeros(total.size, bool), np.ones(len(pos_src), bool)]
@@ -120,6 +127,9 @@ def snapshot_metrics_compressed(
         row = local_scores[a].astype(np.float64)
         count = m.copy()
         count[a] -= 1.0  # v != u
+        if excluded is not None:  # nor an excluded (u, v)
+            lo, hi = np.searchsorted(excluded[2], [u, u + 1])
+            np.add.at(count, excluded[1][lo:hi], -1.0)
         order = np.argsort(row)
         sorted_row, cum = row[order], np.r_[0.0, np.cumsum(count[order])]
         x = row[pos_dst[mine]]
@@ -129,7 +139,7 @@ def snapshot_metrics_compressed(
         equal = cum[hi] - cum[lo]
         rr.append(np.mean(1.0 / (1.0 + greater + (equal - 1.0) / 2.0)))
     mrr = float(np.mean(rr)) if rr else float("nan")
-    return ap, mrr, int(total.sum())
+    return ap, mrr, int(total.sum()) - (0 if excluded is None else len(excluded[0]))
 
 
 def sample_candidates(
@@ -152,13 +162,27 @@ def sample_candidates(
     return np.r_[pos_src, src], np.r_[pos_dst, dst], labels
 
 
+def drop_excluded(candidates: tuple, excluded: np.ndarray | None, num_nodes: int) -> tuple:
+    """``sample_candidates``'s (src, dst, labels) without the non-edges whose code is in ``excluded``
+    (sorted int64 codes; None keeps all)."""
+    src, dst, labels = candidates
+    if excluded is None or not len(excluded):
+        return candidates
+    codes = src * num_nodes + dst
+    pos = np.minimum(np.searchsorted(excluded, codes), len(excluded) - 1)
+    keep = (labels == 1) | (excluded[pos] != codes)
+    return src[keep], dst[keep], labels[keep]
+
+
 def weighted_mean(values: list[float], weights: list[int]) -> float:
     v, w = np.asarray(values, np.float64), np.asarray(weights, np.float64)
     ok = ~np.isnan(v)
     return float(np.sum(v[ok] * w[ok]) / np.sum(w[ok])) if ok.any() else float("nan")
 
 
-def evaluate_link_windows(windows, embeddings: dict, local_scores, mode: str, eval_cfg, cache: dict) -> dict:
+def evaluate_link_windows(
+    windows, embeddings: dict, local_scores, mode: str, eval_cfg, cache: dict, pair_scores=None
+) -> dict:
     """MAP and MRR of a split's windows from their embeddings, whatever computed them (the JAX trainer or
     the PyTorch baseline).
 
@@ -166,26 +190,35 @@ def evaluate_link_windows(windows, embeddings: dict, local_scores, mode: str, ev
       windows: the ``WindowSet``; embeddings: window id -> [num_local, H] embeddings;
       local_scores: [L, H] -> [L, L] pair scores (edge logit - non-edge logit) of a window's local nodes;
       mode: "all" or "sampled" candidates; eval_cfg: the ``eval`` config section (seed, neg_per_source);
-      cache: window id -> sampled candidates, kept by the caller so they are fixed for a run.
+      cache: window id -> sampled candidates, kept by the caller so they are fixed for a run;
+      pair_scores: None, or (embeddings, local src [C], local dst [C]) -> [C] scores: sampled candidates
+        are then scored alone, without the [L, L] matrix of ``local_scores``.
     Returns: {"map", "mrr", "snapshots"}.
     """
     n = windows.graph.num_nodes
     maps, mrrs, counts = [], [], []
     for k, emb in sorted(embeddings.items()):
         win = windows.get(k)
-        scores = local_scores(emb)
+        excluded = windows.excluded_codes(k)  # data.targets: new: the pairs seen before
+        if excluded is not None:
+            excluded = excluded[excluded // n != excluded % n]
         if mode == "all":
             mult = np.r_[np.ones(len(win.nodes)), n - len(win.nodes)]
             src = win.positive_codes // n
+            ex = None
+            if excluded is not None:
+                ex = (win.to_local(excluded // n), win.to_local(excluded % n), excluded // n)
             ap, mrr, count = snapshot_metrics_compressed(
-                scores, mult, win.to_local(src), win.to_local(win.positive_codes % n), src
+                local_scores(emb), mult, win.to_local(src), win.to_local(win.positive_codes % n), src, ex
             )
         else:
             if k not in cache:
                 rng = np.random.default_rng([eval_cfg.seed, k])
-                cache[k] = sample_candidates(win.positive_codes, n, eval_cfg.neg_per_source, rng)
+                sampled = sample_candidates(win.positive_codes, n, eval_cfg.neg_per_source, rng)
+                cache[k] = drop_excluded(sampled, excluded, n)
             src, dst, labels = cache[k]
-            s = scores[win.to_local(src), win.to_local(dst)]
+            ends = win.to_local(src), win.to_local(dst)
+            s = pair_scores(emb, *ends) if pair_scores is not None else local_scores(emb)[ends]
             ap, mrr, count = average_precision(s, labels), row_mrr(src, s, labels), len(labels)
         maps.append(ap)
         mrrs.append(mrr)

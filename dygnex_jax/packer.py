@@ -95,6 +95,7 @@ class Packer:
         work = [self.device_work(split_ids[np.asarray(ids, np.int64)], split, epoch) for ids in step]
         work += [DeviceWork([], [], []) for _ in range(groups - len(work))]
         per_step = self.config.train.batch_size if split == "train" else self.eval_per_step()
+        per_step = min(per_step, len(split_ids))  # a batch larger than the split holds all of it
         need = exact_need(work, -(-per_step // groups), self.layout)
         p = self.config.parallel
         budget = self.train_budget(need) if split == "train" else bucketed(need, p.bucket_ratio, p.min_bucket)

@@ -209,7 +209,7 @@ class _Planner:
     def __post_init__(self):
         self.sched_costs = scheduler_costs(self.ws, self.config, self.layout)
         self.weights = cost_weights(self.settings)
-        self.batch = self.config.train.batch_size
+        self.batch = min(self.config.train.batch_size, len(self.sched_costs))  # a step holds <= K windows
         self.slots = window_slots(self.batch, self.devices)
         self.price = None  # a compilation's price in padded cost, set from the first candidate
 

@@ -1,13 +1,14 @@
 """What a run writes and prints besides the model: progress lines, the output folder, the summary.
 
 ``Progress`` is the terminal / log output of a run; ``prepare_out_dir`` checks and creates the run's
-folder before anything is written; ``summarize_run`` builds ``summary.json`` from the epochs' rows and
-the trainer's counters.
+folder before anything is written (``checkpoint.claim_out_dir`` then decides whether it may hold this
+run); ``summarize_run`` builds ``summary.json`` from the epochs' rows and the trainer's counters.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import sys
 import time
@@ -17,6 +18,7 @@ import numpy as np
 
 from . import compile_cache
 from .config import TASK_METRICS, Config, selection_metric, to_dict
+from .data.timerange import empty_snapshots, sparsity_warning
 from .errors import UserError
 
 
@@ -64,21 +66,38 @@ def default_out_dir(config: Config) -> Path:
 
 
 def prepare_out_dir(out_dir: Path) -> None:
+    """Make the run's folder (``--out``); a UserError if it is a file, lies under a file, or cannot be
+    made or written (a read-only place)."""
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"--out {str(out_dir)!r} is a file: choose a directory")
-    if (out_dir / "metrics.jsonl").exists():
-        raise UserError(f"--out {str(out_dir)!r} already holds a run: choose another directory")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    above = next((p for p in out_dir.parents if p.exists()), None)
+    if above is not None and not above.is_dir():
+        raise UserError(f"--out {str(out_dir)!r} lies under {str(above)!r}, a file: choose a directory")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(
+            f"--out {str(out_dir)!r} cannot be made ({e.strerror}): choose a directory you can write"
+        ) from None
+    if not os.access(out_dir, os.W_OK | os.X_OK):
+        raise UserError(f"--out {str(out_dir)!r} is not writable: choose a directory you can write")
 
 
 def header_line(graph, windows, n_devices: int, config: Config, candidates: str) -> str:
-    """The line a run (and the ``schedule`` command) starts with: the data, its windows, the setup."""
+    """The line a run (and the ``schedule`` command) starts with: the data (with its empty snapshots),
+    its windows, the setup; then, when most snapshots are empty, a warning line with the fix."""
     w = windows.splits
+    empty = empty_snapshots(graph)
+    warning = sparsity_warning(graph)
+    growing = "cumulative " if graph.info.get("cumulative") else ""
+    targets = ", targets new" if getattr(windows, "targets_mode", "all") == "new" else ""
     return (
-        f"{graph.name}: {graph.num_nodes} nodes, {graph.num_snapshots} snapshots, "
+        f"{graph.name}: {graph.num_nodes} nodes, {graph.num_snapshots} {growing}snapshots"
+        f"{f' ({empty} empty)' if empty else ''}, "
         f"windows train/val/test {len(w['train'])}/{len(w['val'])}/{len(w['test'])}, "
         f"{n_devices} devices, model {config.model.name}, schedule {config.schedule.method}, "
-        f"task {config.data.task}, eval candidates {candidates}"
+        f"task {config.data.task}{targets}, eval candidates {candidates}"
+        + (f"\n{warning}" if warning else "")
     )
 
 

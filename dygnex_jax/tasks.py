@@ -31,6 +31,7 @@ from .config import TASK_METRICS
 from .evaluation import confusion, edge_cls_metrics, evaluate_link_windows, mse_from_sums
 from .graphs import Budget, DeviceWork, bucket, node_offsets, pack_device, pack_node_device, stack_devices
 from .models import LinkPredictor, dense_pair_scores
+from .models.head import pair_scores
 
 
 def pair_loss(logits: jax.Array, batch: dict) -> tuple[jax.Array, jax.Array]:
@@ -178,6 +179,7 @@ class LinkEvaluator:
             lambda p, b: model.apply(p, b, method=LinkPredictor.embed), trainer.mesh
         )
         self.score_fn = jax.jit(dense_pair_scores)
+        self.pair_fn = jax.jit(pair_scores)
         self.candidates: dict[int, tuple] = {}  # window id -> sampled candidates, fixed for the run
 
     def embeddings(self, trainer, split: str) -> dict[int, np.ndarray]:
@@ -198,6 +200,18 @@ class LinkEvaluator:
         s = self.score_fn(head, jnp.asarray(padded), jnp.asarray(padded))
         return np.asarray(s)[:n, :n]
 
+    def pair_scores(self, trainer, emb: np.ndarray, src: np.ndarray, dst: np.ndarray, head) -> np.ndarray:
+        """[L, H] embeddings, local pair ends [C] -> [C] scores of those pairs alone (sampled candidates:
+        no [L, L] matrix), L and C padded to shape buckets."""
+        p = trainer.config.parallel
+        n, c = len(emb), len(src)
+        padded = np.zeros((bucket(n, p.bucket_ratio, p.min_bucket), emb.shape[1]), np.float32)
+        padded[:n] = emb
+        ends = np.zeros((2, bucket(c, p.bucket_ratio, p.min_bucket)), np.int32)
+        ends[:, :c] = src, dst
+        s = self.pair_fn(head, jnp.asarray(padded), jnp.asarray(ends[0]), jnp.asarray(ends[1]))
+        return np.asarray(s)[:c]
+
     def evaluate(self, trainer, split: str) -> dict:
         head = parallel.to_host(trainer.params["params"]["head"])  # a host copy: scoring runs per process
         return evaluate_link_windows(
@@ -207,6 +221,7 @@ class LinkEvaluator:
             trainer.candidate_mode,
             trainer.config.eval,
             self.candidates,
+            pair_scores=lambda emb, src, dst: self.pair_scores(trainer, emb, src, dst, head),
         )
 
 

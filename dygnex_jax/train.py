@@ -4,6 +4,10 @@
 ``Trainer`` (trainer.py: data, mesh, model, strategy, packer, evaluator), plans the run's training
 budgets and compiles them, then per epoch trains (``Trainer.train_epoch``), re-fits the cost model and
 evaluates when due, writes the epoch's rows and a checkpoint, and at the end ``summary.json``.
+
+The run directory is locked for the run's duration (runlock.py: a second ``train`` of it is refused), and
+Ctrl-C ends the run within seconds, the last complete checkpoint intact (a save in progress completes
+first); ``KeyboardInterrupt`` then reaches the caller (the CLI exits with 130).
 """
 
 from __future__ import annotations
@@ -13,8 +17,8 @@ import os
 import time
 from pathlib import Path
 
-from . import checkpoint, distributed
-from .config import Config, dump_config
+from . import checkpoint, distributed, runlock
+from .config import Config
 from .errors import UserError
 from .runlog import Progress, default_out_dir, epoch_line, header_line, prepare_out_dir, summarize_run
 from .tasks import get_task, make_loss_fn, node_loss, pair_loss
@@ -41,15 +45,35 @@ def train_and_evaluate(
 
     Everything that can fail on bad input (data, config, devices) is checked before ``out_dir`` is
     created. With ``resume``, ``out_dir`` is an earlier run (``checkpoint.resume_config`` checked it):
-    training continues after its latest complete checkpoint. In a multi-process run every process
-    trains; only process 0 prints and writes files. Returns the summary dict.
+    training continues after its newest checkpoint that restores cleanly, or from epoch 1 if it has none.
+    In a multi-process run every process trains; only process 0 prints, writes files and holds the
+    run directory's lock. Returns the summary dict.
     """
     main = distributed.is_main_process()
     progress = Progress(stream, quiet=not main)
+    out = Path(out_dir) if out_dir is not None else default_out_dir(config)
+    lock = runlock.RunLock(out, progress.line, active=main)
+
+    def forced_exit() -> str:  # the interrupt backstop's last words (runlock.Interrupts)
+        lock.release()
+        return _continue_with(out)
+
+    with runlock.Interrupts(on_forced_exit=forced_exit), lock:
+        if out.is_dir() and os.access(out, os.W_OK | os.X_OK):
+            lock.acquire()  # an existing folder: a second run of it is refused before anything loads
+        try:
+            return _train(config, out, resume, progress, lock)
+        except KeyboardInterrupt:
+            progress.line(f"interrupted: {_continue_with(out)}")
+            raise
+
+
+def _train(config: Config, out: Path, resume: bool, progress: Progress, lock: runlock.RunLock) -> dict:
+    """The run itself: build, plan and compile, then train, evaluate and checkpoint epoch after epoch."""
+    main = lock.active
     trainer = Trainer(config)
     trainer.plan_budgets()  # before a resume restores re-fitted weights: the same plan
-    out = Path(out_dir) if out_dir is not None else default_out_dir(config)
-    history, first = _start(trainer, out, resume, main, progress)
+    history, first = _start(trainer, out, resume, progress, lock)
     if trainer.plan_note:
         progress.line(trainer.plan_note)
     trainer.compile_planned(progress.line)
@@ -58,6 +82,7 @@ def train_and_evaluate(
     steps_file = (out / "steps.jsonl").open("a") if main else open(os.devnull, "w")
     with metrics_file, steps_file:
         for epoch in range(first, config.train.epochs + 1):
+            runlock.pause_point("epoch", epoch)  # a test hook, inert by default
             row = _run_epoch(trainer, epoch, out, progress)
             history.append(row)
             metrics_file.write(json.dumps(row) + "\n")
@@ -75,25 +100,43 @@ def train_and_evaluate(
     return summary
 
 
-def _start(trainer: Trainer, out: Path, resume: bool, main: bool, progress: Progress) -> tuple[list, int]:
-    """A new run's folder, or a resumed run's restored state and rewound logs -> (history, first epoch)."""
+def _start(trainer: Trainer, out: Path, resume: bool, progress: Progress, lock) -> tuple[list, int]:
+    """A new run's folder, or a resumed run's restored state and rewound logs -> (history, first epoch).
+    A new run into a folder holding this run interrupted before its first checkpoint starts it over; a
+    resumed run without a checkpoint starts from epoch 1 (checkpoint.claim_out_dir / restore_newest)."""
     config = trainer.config
     history, first = [], 1
     if resume:
-        ckpt = checkpoint.latest(out)
-        history, first = checkpoint.restore(trainer, ckpt), ckpt.epoch + 1
-        if main:
+        lock.acquire()  # taken already unless the folder is not writable: then this says so
+        ckpt, history = checkpoint.restore_newest(trainer, out, progress.line)
+        first = ckpt.epoch + 1 if ckpt is not None else 1
+        if lock.active:
             checkpoint.rewind_logs(out, history, config)
-        progress.line(f"resuming {out} from {ckpt.path.name}: epochs {first}..{config.train.epochs} to run")
-    elif main:
+        progress.line(
+            f"resuming {out} from {ckpt.path.name}: epochs {first}..{config.train.epochs} to run"
+            if ckpt is not None
+            else f"restarting {out} from epoch 1: it holds no checkpoint (interrupted before its first)"
+        )
+    elif lock.active:
         prepare_out_dir(out)
-        dump_config(config, out / "config.yaml")
+        lock.acquire()
+        checkpoint.claim_out_dir(out, config, progress.line)
+        checkpoint.write_config(config, out)
     progress.line(
         header_line(trainer.graph, trainer.windows, trainer.n_devices, config, trainer.candidate_mode)
     )
     for done in range(1, first):  # schedules planned for epochs a resumed run has already trained
         trainer.schedules.pop(done, None)
     return history, first
+
+
+def _continue_with(out: Path) -> str:
+    """After a Ctrl-C: how to go on."""
+    if not (out / "config.yaml").is_file():
+        return f"nothing was written to {out} yet"
+    done = checkpoint.complete(out)
+    where = f"from {done[-1][1].name}" if done else "from epoch 1: no checkpoint yet"
+    return f"continue with `python -m dygnex_jax train --resume {out}` ({where})"
 
 
 def _run_epoch(trainer: Trainer, epoch: int, out: Path, progress: Progress) -> dict:

@@ -19,7 +19,7 @@ import jax
 import numpy as np
 import optax
 
-from . import compile_cache, parallel, strategies
+from . import compile_cache, parallel, resources, strategies
 from . import plan as planning
 from .comm import collective_bytes
 from .config import Config, TrainConfig, step_layout
@@ -82,6 +82,11 @@ class Trainer:
         self.local_rows = parallel.local_rows(self.mesh)  # the devices whose batches this process packs
         check_sizes(len(self.train_costs), self.n_devices, c.train.batch_size)
         self.strategy.check(c, self.n_devices)
+        # what evaluation scores (link: eval.candidates resolved), fixed for the run; then the model,
+        # training pairs, planning horizon and evaluation checked against the limits before they exist
+        self.candidate_mode = task.candidate_mode(self.windows, c)
+        cpu_rows = len(self.local_rows) if jax.default_backend() == "cpu" else 0
+        resources.check_run(self.windows, c, self.n_devices, self.candidate_mode, cpu_rows)
         # --- cost model: the scheduler's weights (seconds per node / edge / pair when profiled) ---
         if c.schedule.cost_model:
             self.set_cost_model(CostModel.load(c.schedule.cost_model))
@@ -106,8 +111,6 @@ class Trainer:
         # --- steps ------------------------------------------------------------------------------
         step_loss = self.strategy.step_loss(self.model, task.loss, self.n_devices)
         self.train_step = parallel.make_train_step(step_loss, self.tx, self.mesh)
-        # what evaluation scores (link: eval.candidates resolved), fixed for the run
-        self.candidate_mode = task.candidate_mode(self.windows, c)
         self.evaluator = task.evaluator(self)
         self.eval_log = None  # a callable taking a line: progress of long evaluations (tasks.eval_outputs)
         self.eval_log_every = 60.0  # seconds between such lines

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dygnex_jax.config import Config, dump_config, load_config, parse_override
+from dygnex_jax.config import Config, dump_config, load_config, parse_override, to_dict
 from dygnex_jax.config_check import Interval, key, keys
 from dygnex_jax.errors import UserError
 
@@ -161,7 +161,7 @@ def test_out_of_range_messages_read_as_before():
         ("data.last_snapshots=-2", "data.last_snapshots must be >= 0, or -1 (default), got -2"),
         (
             "train.class_weights=[0.5, -1]",
-            "train.class_weights must be >= 0 and finite (each), got [0.5, -1.0]",
+            "train.class_weights must be positive and finite (each), got [0.5, -1.0]",
         ),
         ("data.syn_nodes=5", "data.syn_nodes (5) must be >= 2 * data.syn_communities (6)"),
     ]:
@@ -232,3 +232,20 @@ def test_duplicate_sections_and_keys_are_errors_at_any_depth(tmp_path):
     path.write_text("train:\n  epochs: 2\n  learning_rate: 0.1\n")
     cfg = load_config(path)
     assert cfg.train.epochs == 2 and cfg.train.learning_rate == 0.1
+
+
+def test_changed_keys_reads_an_older_versions_config():
+    """A checkpoint's config from before a key existed (it ran with the default) or was renamed (its value
+    under the new name) is not a change; a real difference is."""
+    from dygnex_jax.config import changed_keys
+
+    config = load_config(None, ["eval.every=5"])
+    old = to_dict(config)
+    del old["data"]["start"], old["eval"]["every"]
+    old["train"]["eval_every"] = 5
+    assert changed_keys(config, old) == []
+    old["train"]["eval_every"] = 3
+    assert changed_keys(config, old) == ["eval.every"]
+    old["train"]["eval_every"] = 5
+    old["model"]["hidden"] = config.model.hidden + 1
+    assert changed_keys(config, old) == ["model.hidden"]

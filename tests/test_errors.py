@@ -15,15 +15,20 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_pygt_json import bad_inputs as pygt_bad_inputs
 
 from dygnex_jax.__main__ import main
 from dygnex_jax.checkpoint import FOLDER
 from dygnex_jax.config import dump_config, load_config, to_dict
+from dygnex_jax.runlock import LOCK_FILE, this_process
 from dygnex_jax.schedule.ilp import installed_milp_solvers
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = str(REPO / "configs" / "smoke.yaml")
 GOOD = "".join(f"{i % 7} {(i * 3 + 1) % 7} {i * 10}\n" for i in range(60))
+
+PYGT = ["train", "--config", SMOKE, "data.task=node_reg", "data.dataset=pygt_json"]
+NAMED_SIGNAL = [*PYGT[:4], "data.dataset=chickenpox_hungary", "data.root={pygt_root}"]
 
 # id -> (argv, text the one line must contain). {x} names a path prepared by `inputs` below;
 # {out} is the --out directory that must not appear.
@@ -51,6 +56,25 @@ CASES = {
         ["train", "data.dataset=edges", "data.path={bad_time}"],
         "time 'noon' is not a number",
     ),
+    # (a read error: /proc/self/mem reads EIO at offset 0, for root too, where chmod 000 does not bite)
+    "edge-file-unreadable": (["train", "data.dataset=edges", "data.path=/proc/self/mem"], "cannot be read"),
+    "edge-file-is-a-directory": (["train", "data.dataset=edges", "data.path={empty_dir}"], "is a directory"),
+    "edge-header-weight-no-time": (
+        ["train", "data.dataset=edges", "data.path={weight_header}"],
+        "its header names the third column 'weight'",
+    ),
+    "too-many-snapshots": (
+        ["train", "data.dataset=edges", "data.path={good}", "data.aggr_time=1e-9"],
+        "snapshots, more than the 100,000 a run takes: use a larger data.aggr_time",
+    ),
+    "not-enough-memory": (
+        ["train", "--config", SMOKE, "model.hidden=1000000000"],
+        "of memory, more than the",
+    ),
+    "too-many-planned-steps": (
+        ["train", "--config", SMOKE, "train.epochs=1000000"],
+        "more than the 20,000 it plans ahead",
+    ),
     "too-few-snapshots": (
         ["train", "data.dataset=edges", "data.path={good}", "data.aggr_time=1e9"],
         "1 snapshot(s) after bucketing",
@@ -58,6 +82,44 @@ CASES = {
     "no-edges": (
         ["train", "data.dataset=edges", "data.path={self_loops}", "data.num_snapshots=4"],
         "no edges",
+    ),
+    "time-range-bad-value": (["train", "data.start=yesterday"], "data.start='yesterday' is neither a number"),
+    "time-range-end-before-start": (
+        ["train", "data.start=2004-06-01", "data.end=2004-01-01"],
+        "data.end=2004-01-01 is not after data.start=2004-06-01",
+    ),
+    "time-range-keeps-nothing": (
+        ["train", "data.dataset=edges", "data.path={good}", "data.start=1e6"],
+        "keep no rows of",
+    ),
+    "snapshots-path-missing": (["train", "data.dataset=snapshots", "data.path={nowhere}"], "does not exist"),
+    "snapshots-folder-empty": (
+        ["train", "data.dataset=snapshots", "data.path={empty_dir}"],
+        "holds no files",
+    ),
+    "snapshots-no-match": (
+        ["train", "data.dataset=snapshots", "data.path={empty_dir}/*.txt"],
+        "matches no files",
+    ),
+    "snapshot-file-bad": (
+        ["train", "data.dataset=snapshots", "data.path={snap_bad}"],
+        "snap2.txt' line 2: target node id '2.5' is not an integer",
+    ),
+    "snapshot-files-columns-differ": (
+        ["train", "data.dataset=snapshots", "data.path={snap_mixed}"],
+        "every snapshot file needs the same columns",
+    ),
+    "snapshot-files-no-rows": (
+        ["train", "data.dataset=snapshots", "data.path={snap_no_rows}"],
+        "have no data rows",
+    ),
+    "snapshots-rebucket": (
+        ["train", "data.dataset=snapshots", "data.path={snap_mixed}", "data.aggr_time=10"],
+        "one snapshot per file",
+    ),
+    "targets-new-task": (
+        ["train", "--config", SMOKE, "data.targets=new", "data.task=edge_cls"],
+        "data.targets=new applies to data.task=link",
     ),
     "window-longer-than-series": (["train", "--config", SMOKE, "data.window=500"], "data.window=500 needs"),
     "window-larger-than-train-split": (
@@ -77,6 +139,7 @@ CASES = {
         "key 'epochs' is given twice in one section",
     ),
     "config-empty": (["train", "--config", "{empty}"], "is empty: write the keys that differ"),
+    "config-not-a-mapping": (["train", "--config", "{a_file}"], "holds a str, not sections of keys"),
     "config-not-utf8": (["train", "--config", "{latin1_yaml}"], "is not UTF-8 text"),
     "unknown-config-key": (["train", "train.no_such_key=1"], "unknown config key 'train.no_such_key'"),
     "wrong-value-type": (["train", "train.epochs=many"], "'train.epochs' must be an integer"),
@@ -107,6 +170,38 @@ CASES = {
         ],
         "is not valid JSON",
     ),
+    # data.dataset=pygt_json (data/pygt_json.py) and data.features=given (tests/test_pygt_json.py)
+    "pygt-json-file-missing": (
+        ["train", "--config", SMOKE, "data.task=node_reg", "data.dataset=pygt_json", "data.path={nowhere}"],
+        "(data.path) does not exist: check the path",
+    ),
+    "pygt-json-malformed": (PYGT + ["data.path={pygt_cut}"], "is a damaged gzip file"),
+    "pygt-json-missing-key": (PYGT + ["data.path={pygt_no_y}"], "snapshot record '3' has no 'y'"),
+    "pygt-json-ambiguous-key": (PYGT + ["data.path={pygt_two_targets}"], "the target is ambiguous"),
+    "pygt-json-bad-shape": (PYGT + ["data.path={pygt_two_wide}"], "must be [N] numbers, got shape [5, 2]"),
+    "pygt-json-non-finite": (PYGT + ["data.path={pygt_nan}"], "holds a non-finite value"),
+    "pygt-json-inconsistent-nodes": (
+        PYGT + ["data.path={pygt_ragged}", "data.features=given"],
+        "'X' has 4 nodes at step 4 but 5 at step 0",
+    ),
+    "pygt-json-bad-node-id": (PYGT + ["data.path={pygt_far}"], "names node 9, outside 0..4"),
+    "pygt-json-static-link": (
+        ["train", "--config", SMOKE, "data.dataset=pygt_json", "data.path={pygt_static}"],
+        "has one static graph",
+    ),
+    "features-given-missing": (
+        PYGT + ["data.path={pygt_no_x}", "data.features=given"],
+        "has no node features for data.features=given",
+    ),
+    "features-given-named": (
+        NAMED_SIGNAL + ["data.features=given"],
+        "data.features=given needs node features, which 'chickenpox_hungary' has not",
+    ),
+    "features-given-task": (
+        ["train", "--config", SMOKE, "data.features=given"],
+        "data.features=given applies to data.task=node_reg",
+    ),
+    "lags-zero": (NAMED_SIGNAL + ["data.lags=0"], "data.lags=0 leaves a node-regression window no input"),
     "edge-cls-partition": (
         ["train", "--config", SMOKE, "schedule.method=snapshot", "data.task=edge_cls"],
         "schedule.method=snapshot runs data.task=link only",
@@ -147,7 +242,23 @@ CASES = {
     ),
     "too-many-devices": (["train", "--config", SMOKE, "parallel.devices=16"], "JAX sees 8 device(s)"),
     "out-is-a-file": (["train", "--config", SMOKE, "--out", "{a_file}"], "is a file"),
+    "out-under-a-file": (["train", "--config", SMOKE, "--out", "{a_file}/run"], "a file: choose a directory"),
+    # (/sys refuses a new folder to root too, where a chmod 555 folder would not)
+    "out-cannot-be-made": (["train", "--config", SMOKE, "--out", "/sys/dygnex-test/run"], "cannot be made"),
     "out-holds-a-run": (["train", "--config", SMOKE, "--out", "{finished_run}"], "already holds a run"),
+    "out-holds-another-run": (
+        ["train", "--config", SMOKE, "--out", "{other_unfinished_run}"],
+        "holds a run of another config (train.seed differ) that has no checkpoint",
+    ),
+    "out-holds-foreign-config": (
+        ["train", "--config", SMOKE, "--out", "{foreign_config_dir}"],
+        "holds a config.yaml that is not this run's",
+    ),
+    "run-in-use": (["train", "--resume", "{locked_run}"], "is in use by process"),
+    "resume-no-checkpoint-restores": (
+        ["train", "--resume", "{damaged_run}"],
+        "none of its checkpoints restores (epoch_000002: meta.json is not valid JSON",
+    ),
     "resume-missing-dir": (["train", "--resume", "{nowhere}"], "does not exist"),
     "resume-no-checkpoint": (["train", "--resume", "{half_checkpoint_run}"], "holds no complete checkpoint"),
     "resume-with-config": (
@@ -163,7 +274,16 @@ CASES = {
         "the checkpoint is at epoch 2",
     ),
     "profile-bad-steps": (["profile", "--config", SMOKE, "--steps", "1"], "--steps >= 2"),
+    "schedule-bad-devices": (["schedule", "--config", SMOKE, "--devices", "-3"], "--devices must be >= 0"),
     "inspect-bad-rows": (["inspect", "--config", SMOKE, "--rows", "1"], "--rows >= 2"),
+    "output-under-a-file": (
+        ["schedule", "--config", SMOKE, "--json", "{good}/figures.json"],
+        "which is a file: choose another path",
+    ),
+    "simulate-negative-bytes": (
+        ["simulate", "--config", SMOKE, "--param-bytes", "-5"],
+        "--param-bytes must be >= 0",
+    ),
     "report-missing-run": (["report", "{nowhere}"], "does not exist"),
     "report-not-a-run": (["report", "{empty_dir}"], "is not a training run"),
 }
@@ -202,6 +322,28 @@ def fake_checkpoint_run(path: Path) -> Path:
     return path
 
 
+def run_folders(d: Path) -> dict:
+    """Run folders for the run-directory rows: one a live process holds (this one, by its lock record),
+    one whose only checkpoint is damaged, one of another config interrupted before its first checkpoint,
+    and a folder holding someone else's config.yaml."""
+    locked = fake_checkpoint_run(d / "locked_run")
+    (locked / LOCK_FILE).write_text(json.dumps(this_process()))
+    damaged = fake_checkpoint_run(d / "damaged_run")
+    (damaged / FOLDER / "epoch_000002" / "meta.json").write_text('{"epoch": 2, "con')
+    other = d / "other_run"
+    other.mkdir()
+    dump_config(load_config(SMOKE, ["train.seed=7"]), other / "config.yaml")
+    (other / "metrics.jsonl").write_text('{"epoch": 1}\n')
+    (d / "foreign").mkdir()
+    (d / "foreign" / "config.yaml").write_text("foo: 1\n")
+    return {
+        "locked_run": str(locked),
+        "damaged_run": str(damaged),
+        "other_unfinished_run": str(other),
+        "foreign_config_dir": str(d / "foreign"),
+    }
+
+
 @pytest.fixture
 def inputs(tmp_path):
     d = tmp_path / "in"
@@ -221,6 +363,12 @@ def inputs(tmp_path):
     (d / "half_run" / "metrics.jsonl").write_text('{"epoch": 1}\n')
     (d / "finished").mkdir()
     (d / "finished" / "metrics.jsonl").write_text('{"epoch": 1}\n')
+    for folder, second in (("snap_bad", "1 2\n1 2.5\n"), ("snap_mixed", "1 2 10\n")):
+        (d / folder).mkdir()
+        (d / folder / "snap1.txt").write_text("1 2\n2 3\n")
+        (d / folder / "snap2.txt").write_text(second)
+    (d / "snap_no_rows").mkdir()
+    (d / "snap_no_rows" / "snap1.txt").write_text("# nothing\n")
     (d / "bad_signal" / "pedalme_london").mkdir(parents=True)
     (d / "bad_signal" / "pedalme_london" / "pedalme_london.json.gz").write_bytes(
         gzip.compress(b'{"edges": [[0, 1],')
@@ -244,10 +392,16 @@ def inputs(tmp_path):
         "latin1_yaml": str(d / "latin1.yaml"),
         "missing_solver": next((s for s in ("GLPK_MI", "CBC", "SCIP", "GUROBI") if s not in installed), ""),
         "a_file": write("a_file", "not a directory\n"),
+        "weight_header": write("weight_header.txt", "src dst weight\n1 2 5\n2 3 4\n"),
         "bad_signal": str(d / "bad_signal"),
+        "snap_bad": str(d / "snap_bad"),
+        "snap_mixed": str(d / "snap_mixed"),
+        "snap_no_rows": str(d / "snap_no_rows"),
         "finished_run": str(d / "finished"),
         "half_checkpoint_run": str(d / "half_run"),
         "fake_checkpoint_run": str(fake_checkpoint_run(d / "fake_run")),
+        **run_folders(d),
+        **pygt_bad_inputs(d / "pygt"),
     }
 
 

@@ -79,6 +79,8 @@ def test_inspect_imports_no_jax():
     import subprocess
     import sys
 
-    code = "import sys, dygnex_jax.inspect_data; print(sorted(m for m in ('jax', 'flax') if m in sys.modules))"
+    code = (
+        "import sys, dygnex_jax.inspect_data; print(sorted(m for m in ('jax', 'flax') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -73,6 +73,7 @@ def test_only_parallel_touches_sharding():
         "dygnex_jax/schedule",
         "dygnex_jax/strategies/__init__.py",
         "dygnex_jax/config.py",
+        "dygnex_jax/config_yaml.py",
         "dygnex_jax/simulate.py",
         "dygnex_jax/inspect_data.py",
     ],

@@ -8,9 +8,10 @@ from pathlib import Path
 
 from ..config import DataConfig
 from ..errors import UserError
-from . import signals, synthetic
+from . import cumulative, pygt_json, signals, synthetic, timerange
 from .graph import DynamicGraph
-from .loaders import edge_stream_to_graph, load_edge_intervals, load_snapshot_edges, read_edge_stream
+from .loaders import load_edge_intervals, load_snapshot_edges
+from .snapshots import load_snapshot_files
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,7 +95,7 @@ NAMED: dict[str, NamedDataset] = {
     ]
 }
 
-SPECIAL = ("synthetic", "edges", "intervals")
+SPECIAL = ("synthetic", "edges", "intervals", "snapshots", "pygt_json")
 
 
 def known_names() -> list[str]:
@@ -158,18 +159,7 @@ def _load_named(ds: NamedDataset, cfg: DataConfig) -> DynamicGraph:
     # a stream, or a snapshot dataset re-bucketed from its raw stream
     path = _require(ds.path(root, "stream") if ds.kind == "snapshots" else ds.path(root), ds.name, root)
     aggr = cfg.aggr_time if cfg.aggr_time > 0 else (0.0 if cfg.num_snapshots > 0 else ds.aggr_time)
-    src, dst, weight, time = read_edge_stream(path)
-    return edge_stream_to_graph(
-        src,
-        dst,
-        weight,
-        time,
-        aggr_time=aggr,
-        num_snapshots=cfg.num_snapshots,
-        name=ds.name,
-        info={"file": str(path)},
-        **flags,
-    )
+    return timerange.read_stream(path, cfg, aggr_time=aggr, name=ds.name)
 
 
 def load_dataset(cfg: DataConfig) -> DynamicGraph:
@@ -179,21 +169,20 @@ def load_dataset(cfg: DataConfig) -> DynamicGraph:
     default_last = 0
     if name == "synthetic":
         graph = synthetic.generate(cfg)
-    elif name in ("edges", "intervals"):
+    elif name == "pygt_json":  # PyG-Temporal's JSON layouts (data/pygt_json.py)
+        graph = pygt_json.load(cfg)
+    elif name in ("edges", "intervals", "snapshots"):
         if not cfg.path:
             raise UserError(f"data.dataset={name} needs data.path=FILE: set the file to read")
         if name == "edges":
-            src, dst, weight, time = read_edge_stream(cfg.path)
-            graph = edge_stream_to_graph(
-                src,
-                dst,
-                weight,
-                time,
-                aggr_time=cfg.aggr_time,
-                num_snapshots=cfg.num_snapshots,
-                info={"file": str(cfg.path)},
-                **flags,
-            )
+            graph = timerange.read_stream(cfg.path, cfg, aggr_time=cfg.aggr_time)
+        elif name == "snapshots":
+            if cfg.aggr_time > 0 or cfg.num_snapshots > 0:
+                raise UserError(
+                    "data.dataset=snapshots has one snapshot per file: data.aggr_time / data.num_snapshots "
+                    "do not apply (set them to 0; data.start / data.end choose snapshots)"
+                )
+            graph = load_snapshot_files(cfg.path, **flags)
         else:
             graph = load_edge_intervals(cfg.path, **flags)
     elif name in NAMED:
@@ -201,6 +190,9 @@ def load_dataset(cfg: DataConfig) -> DynamicGraph:
         default_last = NAMED[name].last_snapshots
     else:
         raise UserError(f"unknown dataset {name!r}: use one of {', '.join(known_names())}")
+    graph = timerange.select_snapshots(graph, cfg.start, cfg.end)  # native snapshots; streams: by row
+    if cfg.cumulative:
+        graph = cumulative.accumulate(graph)
     last = default_last if cfg.last_snapshots == -1 else cfg.last_snapshots
     if last < 0:
         raise UserError(
@@ -212,13 +204,15 @@ def load_dataset(cfg: DataConfig) -> DynamicGraph:
     if graph.num_snapshots < 2:
         raise UserError(
             f"dataset {name!r} has {graph.num_snapshots} snapshot(s) after bucketing: need at least 2 "
-            "(use a smaller data.aggr_time, a larger data.num_snapshots or data.last_snapshots)"
+            "(use a smaller data.aggr_time, a larger data.num_snapshots, data.last_snapshots or a wider "
+            "data.start / data.end)"
         )
     if int(graph.edge_counts().sum()) == 0:
         raise UserError(f"dataset {name!r} has no edges in its snapshots: check the data and data.self_loops")
     if cfg.task == "node_reg" and graph.signal is None:
         with_signal = ", ".join(d.name for d in NAMED.values() if d.kind == "signal")
         raise UserError(
-            f"data.task=node_reg needs a node signal, which {name!r} has not: use one of {with_signal}"
+            f"data.task=node_reg needs a node signal, which {name!r} has not: use one of {with_signal} "
+            "or pygt_json (data.path=FILE)"
         )
     return graph

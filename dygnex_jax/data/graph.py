@@ -23,6 +23,8 @@ class DynamicGraph:
         source has none).
       info: free-form facts about the source (file, number of raw rows, bucket size, ...).
       signal: None, or [T, N] float32 node values per snapshot (node regression; data/signals.py).
+      features: None, or [T, N, F] float32 node features given per snapshot (``data.features: given``;
+        data/pygt_json.py).
       votes: None, or T int32 arrays [E_t] aligned with ``snapshots``: the pair's rows in the snapshot
         with a positive value minus those with a value <= 0 (under ``symmetric``, rows in either
         direction count for both). EvolveGCN's edge-classification label of a pair is ``votes > 0``
@@ -37,6 +39,7 @@ class DynamicGraph:
     times: np.ndarray | None = None
     info: dict = dataclasses.field(default_factory=dict)
     signal: np.ndarray | None = None
+    features: np.ndarray | None = None
     votes: list[np.ndarray] | None = None
 
     @property
@@ -56,5 +59,6 @@ class DynamicGraph:
             votes=None if self.votes is None else self.votes[start:stop],
             times=None if self.times is None else self.times[start:stop],
             signal=None if self.signal is None else self.signal[start:stop],
+            features=None if self.features is None else self.features[start:stop],
             info={**self.info, "selected": [start, stop]},
         )

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import UserError
+from ..resources import check_snapshots, interval_rows, stream_snapshots
 from .graph import DynamicGraph
 
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -27,9 +28,17 @@ _MAX_NODES = 2**31 - 1
 def _read_text(path: str | Path, what: str) -> str:
     """Whole file as text; gzip is detected by its magic bytes, not by the extension."""
     p = Path(path)
-    if not str(path) or not p.is_file():
+    if not str(path) or not p.exists():
         raise UserError(f"{what} file {str(p)!r} does not exist: check the path")
-    raw = p.read_bytes()
+    if not p.is_file():
+        kind = "a directory" if p.is_dir() else "not a regular file"
+        raise UserError(f"{what} file {str(p)!r} is {kind}: give the path of the file itself")
+    try:
+        raw = p.read_bytes()
+    except OSError as e:
+        raise UserError(
+            f"{what} file {str(p)!r} cannot be read ({e.strerror}): check its permissions"
+        ) from None
     if raw[:2] == _GZIP_MAGIC:
         try:
             raw = gzip.decompress(raw)
@@ -40,7 +49,7 @@ def _read_text(path: str | Path, what: str) -> str:
             f"{what} file {str(p)!r} is binary data, not a text {what} list: give whitespace- or "
             "comma-separated rows (README: Data)"
         )
-    text = raw.decode("utf-8", errors="replace")
+    text = raw.decode("utf-8-sig", errors="replace")  # a byte-order mark is no part of the first row
     if text.lstrip()[:1] in ("{", "["):
         raise UserError(
             f"{what} file {str(p)!r} is JSON, not a text {what} list: give whitespace- or "
@@ -146,16 +155,46 @@ def read_edge_stream(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarr
     """Temporal edge list -> (src int64, dst int64, weight float64 or None, time float64), file order.
 
     Rows are ``src dst time`` or ``src dst weight time`` (whitespace or comma separated; plain or gzip;
-    ``#`` / ``%`` comments, blank lines and one header line are skipped; rows may be unsorted).
+    ``#`` / ``%`` comments, blank lines and one header line are skipped; rows may be unsorted). A header
+    naming its third column a time (``src dst time weight``) swaps the last two (``_edge_columns``).
     """
-    rows, linenos = _split_rows(path, (3, 4), "edge")
+    text = _read_text(path, "edge")
+    rows, linenos = split_rows(text, path, (3, 4), "edge")
     if len(rows[0]) == 3:
+        _edge_columns(text, 3, path)
         spec = [("source node id", "id"), ("target node id", "id"), ("time", "num")]
         src, dst, time = columns(path, rows, linenos, spec)
         return src, dst, None, time
     spec = [("source node id", "id"), ("target node id", "id"), ("weight", "num"), ("time", "num")]
+    if _edge_columns(text, 4, path) == "time weight":
+        spec[2:] = spec[:1:-1]
+        src, dst, time, weight = columns(path, rows, linenos, spec)
+        return src, dst, weight, time
     src, dst, weight, time = columns(path, rows, linenos, spec)
     return src, dst, weight, time
+
+
+_TIME_NAMES = {"time", "timestamp", "ts", "t", "date", "datetime", "unixtime", "epoch", "seconds"}
+_WEIGHT_NAMES = {"weight", "w", "rating", "sign", "value", "label", "score", "count"}
+
+
+def _edge_columns(text: str, ncol: int, path) -> str:
+    """What an edge file's columns after src and dst are, by its header (the first non-comment line
+    without a number) when it names them: "time" / "weight time" (the default) / "time weight". A
+    3-column header naming a weight and no time is a ``UserError`` (its rows would be read as times)."""
+    lines = (ln.replace(",", " ").split() for ln in text.splitlines())
+    first = next((f for f in lines if f and f[0][0] not in "#%"), [])
+    names = [f.strip("\"'").lower() for f in first]
+    if len(names) != ncol or any(_is_number(f) for f in first):
+        return "time" if ncol == 3 else "weight time"
+    if ncol == 3 and names[2] in _WEIGHT_NAMES:
+        raise UserError(
+            f"edge file {str(path)!r}: its header names the third column {first[2]!r}, but 3-column rows are "
+            "src dst time: add a time column (src dst weight time) or rename the header"
+        )
+    if ncol == 4 and names[2] in _TIME_NAMES and names[3] not in _TIME_NAMES:
+        return "time weight"
+    return "time" if ncol == 3 else "weight time"
 
 
 # --------------------------------------------------------------------------------------- snapshots
@@ -273,9 +312,12 @@ def edge_stream_to_graph(
     self_loops: bool = False,
     name: str = "edges",
     info: dict | None = None,
+    span: tuple[float, float] | None = None,
 ) -> DynamicGraph:
     """Bucket an edge stream into snapshots: ``aggr_time`` seconds each, else ``num_snapshots`` equal-width
-    buckets over [t_min, t_max], else one snapshot per distinct time value. Empty buckets are kept."""
+    buckets over [t_min, t_max], else one snapshot per distinct time value. Empty buckets are kept.
+    ``span`` (t0, t1) replaces [t_min, t_max] (data.start / data.end): buckets start at t0 and run to
+    t1, the empty ones at either end included."""
     src, dst, time = np.asarray(src), np.asarray(dst), np.asarray(time, np.float64)
     if len(src) == 0:
         raise UserError(f"dataset {name!r} has no edges: give a non-empty edge stream")
@@ -283,24 +325,27 @@ def edge_stream_to_graph(
         raise UserError(f"aggr_time ({aggr_time}) and num_snapshots ({num_snapshots}) must be >= 0")
     node_ids, (u, v) = _remap(src, dst)
     t_min, t_max = float(time.min()), float(time.max())
+    t0, t1 = (t_min, t_max) if span is None else span
+    stream_snapshots(name, aggr_time, num_snapshots, t0, max(t1, t_max))  # before any bucket exists
     if aggr_time > 0:
         mode = "aggr_time"
-        bucket = np.floor((time - t_min) / aggr_time).astype(np.int64)
-        num = int(bucket.max()) + 1
-        times = t_min + np.arange(num) * float(aggr_time)
+        bucket = np.floor((time - t0) / aggr_time).astype(np.int64)
+        num = max(int(bucket.max()) + 1, 0 if span is None else int(np.ceil((t1 - t0) / aggr_time)))
+        times = t0 + np.arange(num) * float(aggr_time)
     elif num_snapshots > 0:
         mode = "num_snapshots"
-        width = (t_max - t_min) / num_snapshots
+        width = (t1 - t0) / num_snapshots
         if width > 0:
-            bucket = np.minimum(np.floor((time - t_min) / width), num_snapshots - 1).astype(np.int64)
+            bucket = np.minimum(np.floor((time - t0) / width), num_snapshots - 1).astype(np.int64)
         else:
             bucket = np.zeros(len(time), dtype=np.int64)
-        num = int(bucket.max()) + 1
-        times = t_min + np.arange(num) * width
+        num = int(bucket.max()) + 1 if span is None else num_snapshots
+        times = t0 + np.arange(num) * width
     else:
         mode = "distinct_times"
         times, bucket = np.unique(time, return_inverse=True)
         num = len(times)
+        check_snapshots(num, f"dataset {name!r}: a snapshot per distinct time", "set data.aggr_time=SECONDS")
     rank = np.empty(len(time), dtype=np.int64)
     rank[np.argsort(time, kind="stable")] = np.arange(len(time))
     snaps, weights, votes = build_snapshots(
@@ -320,6 +365,7 @@ def _read_dates(path: str | Path, num: int) -> tuple[np.ndarray, int]:
     rows, linenos = _split_rows(path, (2,), "dates")
     snap, date = columns(path, rows, linenos, [("snapshot", "id"), ("date", "id")])
     total = max(num, int(snap.max()) + 1)
+    check_snapshots(total, f"dates file {str(path)!r}: snapshot {total - 1}", "fix the snapshot column")
     year, month, day = date // 10000, date // 100 % 100, date % 100
     ok = (month >= 1) & (month <= 12) & (day >= 1) & (day <= 31) & (year >= 1) & (year <= 9999)
     ym = (np.where(ok, year, 1970) - 1970).astype("datetime64[Y]")
@@ -367,6 +413,7 @@ def load_edge_intervals(
             "fix the row"
         )
     num = int(last.max()) + 1
+    check_snapshots(num, f"{str(path)!r}: last_snapshot {num - 1}", "fix the last_snapshot column")
     times = np.arange(num, dtype=np.float64)
     if dates_path is not None:
         times, num = _read_dates(dates_path, num)
@@ -382,6 +429,7 @@ def load_edge_intervals(
     f, la = f[order], la[order]
     lengths = la - f + 1
     total = int(lengths.sum())
+    interval_rows(total, name)
     idx = np.int32 if total < _MAX_NODES else np.int64
     row = np.repeat(np.arange(len(lengths), dtype=idx), lengths)
     snap = np.repeat((f - (np.cumsum(lengths) - lengths)).astype(idx), lengths)
@@ -423,6 +471,7 @@ def load_snapshot_edges(
     if len(bad):
         raise UserError(f"{str(path)!r} line {linenos[int(bad[0])]}: negative snapshot index: fix the row")
     num = int(snap.max()) + 1
+    check_snapshots(num, f"{str(path)!r}: snapshot {num - 1}", "fix the snapshot column")
     node_ids, (u, v) = _remap(src, dst)
     snaps, _, _ = build_snapshots(u, v, snap, num, symmetric=symmetric, self_loops=self_loops)
     times = np.arange(num, dtype=np.float64)

@@ -13,6 +13,13 @@ PyG-T's ``DynamicGraphTemporalSignal`` pairs for england_covid; static graphs ar
 ``window: 1, lags: 4`` is PyG-T's examples (each sample restarts the recurrent state); ``window: W,
 lags: 1`` is the recurrent form. Targets run from ``W + L - 1`` to ``T - 1`` (PyG-T with W = 1: the
 ``T - L`` samples). Every node is real: no background node, ``num_local = N``.
+
+With ``data.features: given`` (a graph with ``features`` [T, N, F], data/pygt_json.py) the window's last
+snapshot is the target step itself, as in a PyG-T snapshot (graph, ``x``, ``y``) of one step:
+snapshot tau stands for step ``u = t - W + 1 + tau`` and carries ``x_tau = [features[u], signal[u - L
+.. u - 1]]`` [N, F + L] (the given features, then the L target values before u; L = 0: the features
+alone) and the graph of step u. The lags of a snapshot are the same L values in both rules (the ones
+just before ``u``); only the graph and the given features come from u. Targets run from ``W + L - 1``.
 """
 
 from __future__ import annotations
@@ -63,6 +70,8 @@ class NodeWindowSet:
     def __init__(self, graph: DynamicGraph, cfg: DataConfig):
         self.graph, self.cfg = graph, cfg
         self.window, self.lags = cfg.window, cfg.lags
+        self.given = cfg.features == "given"
+        _check_inputs(graph, cfg, self.given)
         t = graph.num_snapshots
         first = cfg.window + cfg.lags - 1
         if first >= t:
@@ -77,15 +86,16 @@ class NodeWindowSet:
             f"snapshots {t}, window {cfg.window}, lags {cfg.lags}",
             "use a smaller window or fewer lags",
         )
-        self.num_features = cfg.lags
+        self.num_features = cfg.lags + (graph.features.shape[2] if self.given else 0)
         self._cache: dict[int, NodeWindow] = {}
 
     def __len__(self) -> int:
         return len(self.targets)
 
     def graph_steps(self, k: int) -> np.ndarray:
-        """[W] the step whose graph each snapshot of window k uses."""
-        return self.targets[k] - self.window + np.arange(self.window) - (self.lags - 1)
+        """[W] the step whose graph each snapshot of window k uses (see module docstring)."""
+        u = self.targets[k] - self.window + 1 + np.arange(self.window)
+        return u if self.given else u - self.lags
 
     def edge_profile(self, split: str) -> np.ndarray:
         """[K_split, W] edges of every window of a split at every time offset."""
@@ -108,8 +118,10 @@ class NodeWindowSet:
     def get(self, k: int) -> NodeWindow:
         if k not in self._cache:
             g, t, w, lags = self.graph, int(self.targets[k]), self.window, self.lags
-            steps = t - w + np.arange(w)  # the step each snapshot stands for
-            x = np.stack([g.signal[s - lags + 1 : s + 1].T for s in steps]).astype(np.float32)
+            steps = t - w + 1 + np.arange(w)  # u: each snapshot's lags are the L values before it
+            x = np.stack([g.signal[u - lags : u].T for u in steps]).astype(np.float32)
+            if self.given:
+                x = np.concatenate([g.features[steps].astype(np.float32), x], axis=2)
             gs = self.graph_steps(k)
             weights = [
                 g.weights[s] if g.weights is not None else np.ones(len(g.snapshots[s]), np.float32)
@@ -119,6 +131,19 @@ class NodeWindowSet:
                 k, t, [g.snapshots[s] for s in gs], weights, x, g.signal[t].astype(np.float32)
             )
         return self._cache[k]
+
+
+def _check_inputs(graph: DynamicGraph, cfg: DataConfig, given: bool) -> None:
+    if given and graph.features is None:
+        raise UserError(
+            f"data.features=given needs node features, which {graph.name!r} has not: use data.dataset="
+            "pygt_json with features in the file (data.feature_key), or data.features=degree (the lags alone)"
+        )
+    if cfg.lags == 0 and not given:
+        raise UserError(
+            "data.lags=0 leaves a node-regression window no input: use data.lags >= 1, or data.features=given "
+            "(the features of a pygt_json file)"
+        )
 
 
 def task_windows(graph: DynamicGraph, cfg: DataConfig):

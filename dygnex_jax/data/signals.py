@@ -35,7 +35,9 @@ from ..errors import UserError
 from .graph import DynamicGraph
 
 
-def _read_json(path: Path, name: str) -> dict:
+def _read_json(path: Path, name: str, remedy: str = "fetch it again") -> dict:
+    """The JSON object in ``path`` (gzip or plain); a damaged or non-JSON file is a one-line ``UserError``
+    ending in ``remedy``."""
     if not path.is_file():
         raise UserError(f"dataset {name!r}: file {str(path)!r} does not exist: copy the dataset folder there")
     raw = path.read_bytes()
@@ -43,13 +45,13 @@ def _read_json(path: Path, name: str) -> dict:
         text = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
         data = json.loads(text)
     except (OSError, EOFError, zlib.error):
-        raise UserError(f"dataset {name!r}: {str(path)!r} is a damaged gzip file: fetch it again") from None
+        raise UserError(f"dataset {name!r}: {str(path)!r} is a damaged gzip file: {remedy}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise UserError(
-            f"dataset {name!r}: {str(path)!r} is not valid JSON ({e.msg} at line {e.lineno}): fetch it again"
+            f"dataset {name!r}: {str(path)!r} is not valid JSON ({e.msg} at line {e.lineno}): {remedy}"
         ) from None
     if not isinstance(data, dict):
-        raise UserError(f"dataset {name!r}: {str(path)!r} is not a JSON object: fetch it again")
+        raise UserError(f"dataset {name!r}: {str(path)!r} is not a JSON object: {remedy}")
     return data
 
 

@@ -26,6 +26,8 @@ import numpy as np
 
 from ..config import DataConfig
 from ..errors import UserError
+from ..resources import degree_table
+from .cumulative import SeenPairs, target_mode
 from .graph import DynamicGraph
 
 SPLITS = ("train", "val", "test")
@@ -41,7 +43,8 @@ class LocalWindow:
       nodes: [A] sorted global ids of the active nodes; local id A is the background node.
       edges: W int32 arrays [E_tau, 2] of local (src, dst) pairs of snapshot t-W+tau.
       feat: [W, A+1] int32 node input category per time offset (degree bucket, or 0 for constant).
-      positives: [Q+, 2] int32 local pairs of the target snapshot's edges (its rows' order).
+      positives: [Q+, 2] int32 local pairs of the target snapshot's edges (its rows' order; with
+        ``data.targets: new`` only the pairs without an edge before it, data/cumulative.py).
       positive_codes: [Q+] int64 sorted global pair codes ``src * N + dst`` of the target edges.
       inactive: how many graph nodes the background node stands for (N - A); models whose output
         depends on node counts (top-k pooling, normalisation statistics) weight it by this.
@@ -103,8 +106,12 @@ class WindowSet:
             "use a smaller window or more snapshots",
         )
         self.num_features = cfg.max_degree if cfg.features == "degree" else 1
-        # Per-snapshot node degrees and activity, computed once.
+        # data.targets: "new" keeps the positives first seen at the target; earlier pairs are skipped
+        self.targets_mode = target_mode(cfg)
+        self.seen = SeenPairs(graph) if self.targets_mode == "new" else None
+        # Per-snapshot node degrees and activity, computed once (if the table fits in memory).
         n = graph.num_nodes
+        degree_table(t, n, graph.name)
         self._degree = [
             np.bincount(s[:, 1], minlength=n) if len(s) else np.zeros(n, np.int64) for s in graph.snapshots
         ]
@@ -132,8 +139,19 @@ class WindowSet:
         t = int(self.targets[k])
         nodes = len(self._active_nodes(k)) + 1
         edges = sum(len(s) for s in self.graph.snapshots[self.history(t)])
-        pairs = len(self.graph.snapshots[t])
+        pairs = len(self.target_edges(t))
         return np.array([nodes, edges, pairs], dtype=np.float64)
+
+    def target_edges(self, t: int) -> np.ndarray:
+        """[Q+, 2] the positives of target snapshot t: its edges (``data.targets: new``: those whose pair
+        has no edge in an earlier snapshot), in its rows' order."""
+        s = self.graph.snapshots[t]
+        return s if self.seen is None else s[self.seen.new_rows(s, t)]
+
+    def excluded_codes(self, k: int) -> np.ndarray | None:
+        """Sorted int64 codes of the pairs window k neither trains nor evaluates on (``data.targets:
+        new``: every pair with an edge before the target), or None."""
+        return None if self.seen is None else self.seen.codes_before(int(self.targets[k]))
 
     def costs(self, split: str, neg_mult: int | None = None) -> np.ndarray:
         """[K_split, 3] cost vectors (nodes, edges, pairs) of a split's windows, in time order.
@@ -185,7 +203,7 @@ class WindowSet:
             for tau in range(self.window):
                 deg = self._degree[hist.start + tau][nodes]
                 feat[tau, : len(nodes)] = np.minimum(deg, self.num_features - 1)
-        target = g.snapshots[t]
+        target = self.target_edges(t)
         return LocalWindow(
             index=k,
             target=t,
@@ -205,8 +223,9 @@ class WindowSet:
         ``data.neg_sampling``: ``uniform`` draws both ends from all N nodes (an inactive node becomes the
         background node, so training sees background pairs as often as evaluation ranks them);
         ``active`` draws them among the window's active nodes only (EvolveGCN's "smart" sampling).
-        Never a self-pair or an edge of the target snapshot. The stream depends only on
-        (seed, epoch, window), so any scheduler sees the same samples.
+        Never a self-pair or an edge of the target snapshot (``data.targets: new``: nor a pair with an
+        edge before it). The stream depends only on (seed, epoch, window), so any scheduler sees the
+        same samples.
 
         Returns:
           pairs: [Q, 2] int32 local pairs (positives first), labels: [Q] int32 (1 edge, 0 non-edge).
@@ -223,7 +242,7 @@ class WindowSet:
     ) -> tuple[np.ndarray, np.ndarray]:
         """``training_pairs`` in global node ids (the same pairs, in the same order): for a model that
         runs a window on the whole node set (the PyTorch baseline's ``full`` layout)."""
-        target = self.graph.snapshots[int(self.targets[k])]
+        target = self.target_edges(int(self.targets[k]))
         return _pairs_with_labels(target, self._negatives(k, neg_mult, seed, epoch))
 
     def global_features(self, k: int) -> np.ndarray:
@@ -254,7 +273,10 @@ class WindowSet:
         for _ in range(20):
             cand = pool[rng.integers(0, len(pool), size=(int(want * 1.3) + 16, 2))]
             cand = cand[cand[:, 0] != cand[:, 1]]
-            ok = ~_isin_sorted(cand[:, 0] * n + cand[:, 1], win.positive_codes)
+            codes = cand[:, 0] * n + cand[:, 1]
+            ok = ~_isin_sorted(codes, win.positive_codes)
+            if self.seen is not None:  # data.targets: new: a pair seen before is no negative
+                ok &= ~self.seen.seen_before(codes, win.target)
             parts.append(cand[ok])
             have += int(ok.sum())
             if have >= want:

@@ -61,6 +61,22 @@ def dense_pair_scores(head_params: dict, h_src: jax.Array, h_dst: jax.Array) -> 
     return jax.lax.map(row, a, batch_size=64) + (b2[1] - b2[0])
 
 
+def pair_scores(head_params: dict, h: jax.Array, src: jax.Array, dst: jax.Array) -> jax.Array:
+    """``dense_pair_scores`` of the pairs (src[i], dst[i]) alone: [C] scores from embeddings h [L, H] and
+    pair ends [C], in chunks of pairs, never an [L, L] array (sampled evaluation candidates)."""
+    w1, b1 = head_params["hidden"]["kernel"], head_params["hidden"]["bias"]
+    w2, b2 = head_params["out"]["kernel"], head_params["out"]["bias"]
+    h, half = jax.numpy.asarray(h), h.shape[-1]
+    a = h @ w1[:half] + b1  # [L, hidden]
+    b = h @ w1[half:]  # [L, hidden]
+    v = w2[:, 1] - w2[:, 0]
+
+    def one(ends):
+        return jax.nn.relu(a[ends[0]] + b[ends[1]]) @ v
+
+    return jax.lax.map(one, jax.numpy.stack([src, dst], axis=1), batch_size=8192) + (b2[1] - b2[0])
+
+
 class NodeHead(nn.Module):
     """Node-regression head of PyG-Temporal's examples: ReLU, then ``Linear(hidden, 1)``.
     Node embeddings [N, H] -> [N] predicted values."""
