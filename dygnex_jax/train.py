@@ -20,6 +20,7 @@ from pathlib import Path
 from . import checkpoint, distributed, runlock
 from .config import Config
 from .errors import UserError
+from .eval_estimate import evaluation_note
 from .runlog import Progress, default_out_dir, epoch_line, header_line, prepare_out_dir, summarize_run
 from .tasks import get_task, make_loss_fn, node_loss, pair_loss
 from .trainer import NonFiniteStep, Trainer, create_optimizer
@@ -77,6 +78,8 @@ def _train(config: Config, out: Path, resume: bool, progress: Progress, lock: ru
     if trainer.plan_note:
         progress.line(trainer.plan_note)
     trainer.compile_planned(progress.line)
+    if main and (note := evaluation_note(trainer)):
+        progress.line(note)
     trainer.eval_log, trainer.eval_log_every = progress.line, progress.every
     metrics_file = (out / "metrics.jsonl").open("a") if main else open(os.devnull, "w")
     steps_file = (out / "steps.jsonl").open("a") if main else open(os.devnull, "w")
