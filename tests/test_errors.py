@@ -39,6 +39,7 @@ CASES = {
         ["train", "data.dataset=bitcoin_otc", "data.root={empty_dir}"],
         "soc-sign-bitcoinotc.csv.gz' does not exist",
     ),
+    "dataset-needs-path": (["train", "data.dataset=snapshots"], "needs data.path=FOLDER (or a glob)"),
     "edge-file-missing": (["train", "data.dataset=edges", "data.path={nowhere}"], "does not exist"),
     "edge-file-empty": (["train", "data.dataset=edges", "data.path={empty}"], "is empty"),
     "edge-file-binary": (["train", "data.dataset=edges", "data.path={binary}"], "is binary data"),

@@ -173,7 +173,10 @@ def load_dataset(cfg: DataConfig) -> DynamicGraph:
         graph = pygt_json.load(cfg)
     elif name in ("edges", "intervals", "snapshots"):
         if not cfg.path:
-            raise UserError(f"data.dataset={name} needs data.path=FILE: set the file to read")
+            what = (
+                "FOLDER (or a glob): the folder of per-snapshot edge files" if name == "snapshots" else "FILE"
+            )
+            raise UserError(f"data.dataset={name} needs data.path={what}: set what to read")
         if name == "edges":
             graph = timerange.read_stream(cfg.path, cfg, aggr_time=cfg.aggr_time)
         elif name == "snapshots":
