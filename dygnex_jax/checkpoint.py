@@ -20,7 +20,7 @@ reads, whose files are all there with the sizes and hashes written (``check``) a
 newer one that does not is skipped with a one-line note saying why. No checkpoint at all: the run starts
 over from epoch 1 (it was interrupted before its first); checkpoints none of which restores: a
 ``UserError``. A new run into a folder holding a run interrupted before its first checkpoint starts it
-over (``claim_out_dir``).
+over (``runlog.claim_out_dir``).
 
 Exact resume: every random stream of a run is derived from ``(train.seed, epoch)`` (schedule jitter and
 shuffles, training negatives), ``train.seed`` (parameter init) or ``eval.seed`` (sampled candidates),
@@ -260,13 +260,26 @@ def save(trainer, out_dir: str | Path, epoch: int, history: list[dict], keep: in
             shutil.rmtree(stale, ignore_errors=True)
         final = root / f"epoch_{epoch:06d}"
         tmp = root / f".tmp-{final.name}-{os.getpid()}"
-        tmp.mkdir()
-        runlock.pause_point("save-start", epoch)
-        _checkpointer().save((tmp / "state").absolute(), _state_tree(trainer))  # orbax: absolute paths
-        runlock.pause_point("save-state", epoch)
-        meta = tmp / "meta.json"
-        meta.write_text(json.dumps({**trainer_meta(trainer, epoch, history), "files": _manifest(tmp)}) + "\n")
-        _fsync(meta)
+        state = _state_tree(trainer)
+        _check_space(root, state, final.name)
+        try:
+            tmp.mkdir()
+            runlock.pause_point("save-start", epoch)
+            _checkpointer().save((tmp / "state").absolute(), state)  # orbax: absolute paths
+            runlock.pause_point("save-state", epoch)
+            meta = tmp / "meta.json"
+            meta.write_text(
+                json.dumps({**trainer_meta(trainer, epoch, history), "files": _manifest(tmp)}) + "\n"
+            )
+            _fsync(meta)
+        except (OSError, ValueError, RuntimeError) as e:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if not _write_failure(e, root):
+                raise
+            raise UserError(
+                f"cannot write checkpoint {final.name} under {str(root)!r} ({_write_failure(e, root)}): free "
+                f"space there, then {_resume_hint(root.parent)}"
+            ) from None
         runlock.pause_point("save-meta", epoch)
         old = root / f".tmp-old-{final.name}-{os.getpid()}"
         if final.exists():  # a re-run of an epoch (its checkpoint was skipped as damaged): replace it
@@ -282,6 +295,40 @@ def save(trainer, out_dir: str | Path, epoch: int, history: list[dict], keep: in
             path.rename(doomed)
             shutil.rmtree(doomed, ignore_errors=True)
     return final
+
+
+SPACE_MARGIN = 1.25  # a checkpoint's files: its arrays' bytes plus orbax's metadata, with room to spare
+
+
+def _check_space(root: Path, state, name: str) -> None:
+    """Refuse a checkpoint the disk cannot hold before writing any of it (a write that runs out of space
+    half-way is caught too, but orbax's writer threads print their own tracebacks then)."""
+    need = SPACE_MARGIN * sum(np.asarray(x).nbytes for x in jax.tree.leaves(state)) + (1 << 16)
+    free = shutil.disk_usage(root).free
+    if free < need:
+        raise UserError(
+            f"cannot write checkpoint {name}: it needs about {need / 2**20:.1f} MiB but {str(root)!r} has "
+            f"{free / 2**20:.1f} MiB free: free space there, then {_resume_hint(root.parent)}"
+        )
+
+
+def _resume_hint(out: Path) -> str:
+    done = complete(out)
+    where = f"from {done[-1][1].name}, intact" if done else "from epoch 1: no checkpoint yet"
+    return f"continue with --resume {str(out)!r} ({where})"
+
+
+def _write_failure(e: Exception, root: Path) -> str | None:
+    """Why writing under ``root`` failed, when it is the file system's doing (full, read-only, I/O);
+    None for other errors (re-raised as they are)."""
+    text = str(e)
+    if isinstance(e, OSError) and e.strerror:
+        return e.strerror
+    if "No space left" in text or "RESOURCE_EXHAUSTED" in text or shutil.disk_usage(root).free < (1 << 20):
+        return "no space left on the device"
+    if "Read-only file system" in text or "Permission denied" in text:
+        return text.split("\n")[0][:200]
+    return None
 
 
 # ----------------------------------------------------------------------------------------- resuming
@@ -330,43 +377,6 @@ def none_restores(run: Path, skipped: list[str]) -> str:
         f"{str(run / FOLDER)!r} to start the run over from epoch 1 with --resume, "
         "or start a new run with --out"
     )
-
-
-def claim_out_dir(out: Path, config: Config, note) -> None:
-    """Check that ``train --out`` may write to folder ``out`` (made, and locked by the caller). A folder
-    that holds a run interrupted before its first checkpoint, with this config (but for the keys a resume
-    may change), is started over: its rows and leftovers are removed, with a note. A folder of another
-    run (finished, with a checkpoint, or of another config) is a UserError; other files are left alone."""
-    if (out / "summary.json").exists() or candidates(out):
-        raise UserError(
-            f"--out {str(out)!r} already holds a run: choose another directory "
-            f"(or continue it with --resume {str(out)!r})"
-        )
-    rows = [out / n for n in ("metrics.jsonl", "steps.jsonl") if (out / n).exists()]
-    if not (out / "config.yaml").exists():
-        if rows:  # a run's rows but not its config: not one we can tell is ours
-            raise UserError(f"--out {str(out)!r} already holds a run: choose another directory")
-        return
-    try:
-        differ = changed_keys(config, to_dict(load_config(out / "config.yaml")))
-    except UserError as e:
-        raise UserError(
-            f"--out {str(out)!r} holds a config.yaml that is not this run's ({e}): choose another directory"
-        ) from None
-    differ = [k for k in differ if k not in RESUMABLE_CHANGES]
-    if differ:
-        raise UserError(
-            f"--out {str(out)!r} holds a run of another config ({', '.join(differ[:5])} differ) that has no "
-            f"checkpoint: choose another directory, or start that run over with --resume {str(out)!r}"
-        )
-    epochs = len((out / "metrics.jsonl").read_text().splitlines()) if (out / "metrics.jsonl").exists() else 0
-    note(
-        f"{out} holds this run, interrupted before its first checkpoint ({epochs} epoch row(s)): "
-        "starting it over"
-    )
-    for path in rows:
-        path.unlink()
-    shutil.rmtree(out / FOLDER, ignore_errors=True)  # only leftovers of unfinished saves are there
 
 
 def restore_newest(trainer, out_dir: str | Path, note) -> tuple[Checkpoint | None, list[dict]]:

@@ -6,6 +6,7 @@ part is *measured*: the run's own compiled scoring function is timed on one shap
 bucket, capped), after one untimed call that compiles it, and the seconds per pair are scaled to the
 pairs of every evaluated window. The windows' forward passes (the encoder) and the training epoch are
 the cost model's predictions (``Trainer.step_seconds``: what ``schedule`` prints as predicted seconds).
+An evaluation estimated under ``QUIET_BELOW`` seconds is never noted.
 Other tasks evaluate forward passes only, cheaper than training: no estimate.
 """
 
@@ -21,6 +22,7 @@ from .graphs import bucket
 
 MAX_MEASURED_NODES = 1024  # the timed shape: at most this many nodes (a 1M-pair [L, L] block)
 MAX_MEASURED_PAIRS = 1 << 16  # sampled: at most this many pairs
+QUIET_BELOW = 10.0  # seconds: an evaluation estimated shorter than this is never worth a note
 
 
 def _timed(fn, *args) -> float:
@@ -80,7 +82,7 @@ def evaluation_note(trainer) -> str | None:
     encode *= trainer.slowdown / (3.0 * trainer.n_devices)  # a forward pass: ~1/3 of forward + backward
     train = training_epoch_seconds(trainer)
     evaluate = scoring + encode
-    if evaluate <= train:
+    if evaluate <= max(train, QUIET_BELOW):
         return None
     every = trainer.config.eval.every
     cheaper = (

@@ -1,7 +1,7 @@
 """What a run writes and prints besides the model: progress lines, the output folder, the summary.
 
 ``Progress`` is the terminal / log output of a run; ``prepare_out_dir`` checks and creates the run's
-folder before anything is written (``checkpoint.claim_out_dir`` then decides whether it may hold this
+folder before anything is written (``claim_out_dir`` then decides whether it may hold this
 run); ``summarize_run`` builds ``summary.json`` from the epochs' rows and the trainer's counters.
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 import statistics
 import sys
 import time
@@ -16,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import compile_cache
-from .config import TASK_METRICS, Config, selection_metric, to_dict
+from . import checkpoint, compile_cache
+from .config import TASK_METRICS, Config, changed_keys, load_config, selection_metric, to_dict
 from .data.timerange import empty_snapshots, sparsity_warning
 from .errors import UserError
 
@@ -81,6 +82,43 @@ def prepare_out_dir(out_dir: Path) -> None:
         ) from None
     if not os.access(out_dir, os.W_OK | os.X_OK):
         raise UserError(f"--out {str(out_dir)!r} is not writable: choose a directory you can write")
+
+
+def claim_out_dir(out: Path, config: Config, note) -> None:
+    """Check that ``train --out`` may write to folder ``out`` (made, and locked by the caller). A folder
+    that holds a run interrupted before its first checkpoint, with this config (but for the keys a resume
+    may change), is started over: its rows and leftovers are removed, with a note. A folder of another
+    run (finished, with a checkpoint, or of another config) is a UserError; other files are left alone."""
+    if (out / "summary.json").exists() or checkpoint.candidates(out):
+        raise UserError(
+            f"--out {str(out)!r} already holds a run: choose another directory "
+            f"(or continue it with --resume {str(out)!r})"
+        )
+    rows = [out / n for n in ("metrics.jsonl", "steps.jsonl") if (out / n).exists()]
+    if not (out / "config.yaml").exists():
+        if rows:  # a run's rows but not its config: not one we can tell is ours
+            raise UserError(f"--out {str(out)!r} already holds a run: choose another directory")
+        return
+    try:
+        differ = changed_keys(config, to_dict(load_config(out / "config.yaml")))
+    except UserError as e:
+        raise UserError(
+            f"--out {str(out)!r} holds a config.yaml that is not this run's ({e}): choose another directory"
+        ) from None
+    differ = [k for k in differ if k not in checkpoint.RESUMABLE_CHANGES]
+    if differ:
+        raise UserError(
+            f"--out {str(out)!r} holds a run of another config ({', '.join(differ[:5])} differ) that has no "
+            f"checkpoint: choose another directory, or start that run over with --resume {str(out)!r}"
+        )
+    epochs = len((out / "metrics.jsonl").read_text().splitlines()) if (out / "metrics.jsonl").exists() else 0
+    note(
+        f"{out} holds this run, interrupted before its first checkpoint ({epochs} epoch row(s)): "
+        "starting it over"
+    )
+    for path in rows:
+        path.unlink()
+    shutil.rmtree(out / checkpoint.FOLDER, ignore_errors=True)  # only leftovers of unfinished saves are there
 
 
 def header_line(graph, windows, n_devices: int, config: Config, candidates: str) -> str:

@@ -12,6 +12,7 @@ first); ``KeyboardInterrupt`` then reaches the caller (the CLI exits with 130).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import time
@@ -21,7 +22,15 @@ from . import checkpoint, distributed, runlock
 from .config import Config
 from .errors import UserError
 from .eval_estimate import evaluation_note
-from .runlog import Progress, default_out_dir, epoch_line, header_line, prepare_out_dir, summarize_run
+from .runlog import (
+    Progress,
+    claim_out_dir,
+    default_out_dir,
+    epoch_line,
+    header_line,
+    prepare_out_dir,
+    summarize_run,
+)
 from .tasks import get_task, make_loss_fn, node_loss, pair_loss
 from .trainer import NonFiniteStep, Trainer, create_optimizer
 
@@ -36,6 +45,9 @@ __all__ = [
     "summarize_run",
     "train_and_evaluate",
 ]
+
+
+WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EFBIG)
 
 
 def train_and_evaluate(
@@ -67,6 +79,13 @@ def train_and_evaluate(
         except KeyboardInterrupt:
             progress.line(f"interrupted: {_continue_with(out)}")
             raise
+        except OSError as e:  # the run folder's disk: full, read-only, failing
+            if e.errno not in WRITE_ERRNOS:
+                raise
+            raise UserError(
+                f"cannot write to {str(out)!r} ({e.strerror}): free space there (or fix the disk), then "
+                f"{_continue_with(out)}"
+            ) from None
 
 
 def _train(config: Config, out: Path, resume: bool, progress: Progress, lock: runlock.RunLock) -> dict:
@@ -106,7 +125,7 @@ def _train(config: Config, out: Path, resume: bool, progress: Progress, lock: ru
 def _start(trainer: Trainer, out: Path, resume: bool, progress: Progress, lock) -> tuple[list, int]:
     """A new run's folder, or a resumed run's restored state and rewound logs -> (history, first epoch).
     A new run into a folder holding this run interrupted before its first checkpoint starts it over; a
-    resumed run without a checkpoint starts from epoch 1 (checkpoint.claim_out_dir / restore_newest)."""
+    resumed run without a checkpoint starts from epoch 1 (runlog.claim_out_dir / checkpoint.restore_newest)."""
     config = trainer.config
     history, first = [], 1
     if resume:
@@ -123,7 +142,7 @@ def _start(trainer: Trainer, out: Path, resume: bool, progress: Progress, lock) 
     elif lock.active:
         prepare_out_dir(out)
         lock.acquire()
-        checkpoint.claim_out_dir(out, config, progress.line)
+        claim_out_dir(out, config, progress.line)
         checkpoint.write_config(config, out)
     progress.line(
         header_line(trainer.graph, trainer.windows, trainer.n_devices, config, trainer.candidate_mode)

@@ -21,6 +21,8 @@ def test_the_note_counts_the_candidate_pairs_and_compares_with_training(mode, mo
     assert pairs == want and np.isfinite(seconds) and seconds > 0
 
     monkeypatch.setattr(eval_estimate, "training_epoch_seconds", lambda trainer: 0.0)
+    assert eval_estimate.evaluation_note(tr) is None  # a toy graph: well under QUIET_BELOW
+    monkeypatch.setattr(eval_estimate, "QUIET_BELOW", 0.0)
     note = eval_estimate.evaluation_note(tr)
     assert note is not None and f"{int(want):,} candidate pairs, {mode})" in note
     assert "eval.every=N" in note and (("eval.candidates=sampled" in note) == (mode == "all"))
