@@ -25,7 +25,7 @@ _MAX_NODES = 2**31 - 1
 # --------------------------------------------------------------------------------------- text parsing
 
 
-def _read_text(path: str | Path, what: str) -> str:
+def read_text(path: str | Path, what: str) -> str:
     """Whole file as text; gzip is detected by its magic bytes, not by the extension."""
     p = Path(path)
     if not str(path) or not p.exists():
@@ -58,7 +58,7 @@ def _read_text(path: str | Path, what: str) -> str:
     return text
 
 
-def _is_number(token: str) -> bool:
+def is_number(token: str) -> bool:
     try:
         float(token)
     except ValueError:
@@ -68,7 +68,7 @@ def _is_number(token: str) -> bool:
 
 def _split_rows(path: str | Path, allowed: tuple[int, ...], what: str) -> tuple[list[list[str]], list[int]]:
     """``split_rows`` of a file's text."""
-    return split_rows(_read_text(path, what), path, allowed, what)
+    return split_rows(read_text(path, what), path, allowed, what)
 
 
 def split_rows(
@@ -86,7 +86,7 @@ def split_rows(
         for i, line in enumerate(lines)
         if (fields := line.split()) and fields[0][0] not in "#%"
     ]
-    if kept and not any(_is_number(f) for f in kept[0][1]):
+    if kept and not any(is_number(f) for f in kept[0][1]):
         kept = kept[1:]
     if not kept:
         raise UserError(f"{what} file {str(path)!r} is empty (no data rows): give a file with rows")
@@ -158,7 +158,7 @@ def read_edge_stream(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarr
     ``#`` / ``%`` comments, blank lines and one header line are skipped; rows may be unsorted). A header
     naming its third column a time (``src dst time weight``) swaps the last two (``_edge_columns``).
     """
-    text = _read_text(path, "edge")
+    text = read_text(path, "edge")
     rows, linenos = split_rows(text, path, (3, 4), "edge")
     if len(rows[0]) == 3:
         _edge_columns(text, 3, path)
@@ -185,7 +185,7 @@ def _edge_columns(text: str, ncol: int, path) -> str:
     lines = (ln.replace(",", " ").split() for ln in text.splitlines())
     first = next((f for f in lines if f and f[0][0] not in "#%"), [])
     names = [f.strip("\"'").lower() for f in first]
-    if len(names) != ncol or any(_is_number(f) for f in first):
+    if len(names) != ncol or any(is_number(f) for f in first):
         return "time" if ncol == 3 else "weight time"
     if ncol == 3 and names[2] in _WEIGHT_NAMES:
         raise UserError(

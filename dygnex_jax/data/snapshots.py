@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import UserError
 from .graph import DynamicGraph
-from .loaders import _read_text, build_snapshots, columns, split_rows
+from .loaders import build_snapshots, columns, is_number, read_text, split_rows
 
 _COLUMNS = {
     2: ["source node id", "target node id"],
@@ -65,21 +65,13 @@ def snapshot_files(path: str) -> list[Path]:
 def _has_rows(text: str) -> bool:
     """Whether the text has a data row by the parser's rules (comments, blanks, one header dropped)."""
     kept = [f for line in text.replace(",", " ").splitlines() if (f := line.split()) and f[0][0] not in "#%"]
-    return len(kept) > 1 or (len(kept) == 1 and any(_is_number(x) for x in kept[0]))
-
-
-def _is_number(token: str) -> bool:
-    try:
-        float(token)
-    except ValueError:
-        return False
-    return True
+    return len(kept) > 1 or (len(kept) == 1 and any(is_number(x) for x in kept[0]))
 
 
 def read_snapshot_file(path: Path) -> list[np.ndarray] | None:
     """One snapshot file -> its columns (src, dst[, weight][, time] as in ``_COLUMNS``), or None when it
     has no data rows."""
-    text = _read_text(path, "edge")
+    text = read_text(path, "edge")
     if not _has_rows(text):
         return None
     rows, linenos = split_rows(text, path, tuple(_COLUMNS), "edge")
