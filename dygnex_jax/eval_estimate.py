@@ -80,9 +80,11 @@ def evaluation_note(trainer) -> str | None:
     scoring, pairs = scoring_seconds(trainer, local, sources)
     encode = float(np.sum(trainer.cost_model.predict_costs(costs * [1, 1, 0], ws.window)))
     encode *= trainer.slowdown / (3.0 * trainer.n_devices)  # a forward pass: ~1/3 of forward + backward
-    train = training_epoch_seconds(trainer)
     evaluate = scoring + encode
-    if evaluate <= max(train, QUIET_BELOW):
+    if evaluate <= QUIET_BELOW:  # before the training side: it may schedule epoch 1 (dygnex_l: seconds)
+        return None
+    train = training_epoch_seconds(trainer)
+    if evaluate <= train:
         return None
     every = trainer.config.eval.every
     cheaper = (
