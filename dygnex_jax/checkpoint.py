@@ -232,6 +232,7 @@ def trainer_meta(trainer, epoch: int, history: list[dict]) -> dict:
         "plan": {
             "budgets": [list(b.as_tuple()) for b in trainer.planned or []],
             "compose": trainer.compose,
+            "accumulate": trainer.accumulate,  # micro-steps per update (memory.py)
         },
     }
 
@@ -429,7 +430,9 @@ def restore(trainer, ckpt: Checkpoint) -> list[dict]:
         alpha, beta, gamma = meta["scheduler_weights"]
         step_log = [(np.array(work), seconds) for work, seconds in meta["step_log"]]
         plan = meta.get("plan")
-        planned = ([Budget(*b) for b in plan["budgets"]], plan["compose"]) if plan is not None else None
+        planned = None
+        if plan is not None:
+            planned = ([Budget(*b) for b in plan["budgets"]], plan["compose"], int(plan.get("accumulate", 1)))
         trainer.packer.load_state_dict(meta)
     except (KeyError, TypeError, ValueError) as e:
         trainer.packer.load_state_dict(packer_state)

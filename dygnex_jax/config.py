@@ -162,6 +162,13 @@ class ModelConfig:
     # "matrix" (IBM's EvolveGCN code: left-multiplied matrix GRU).
     egcn_gru: str = key("rows", choices=("rows", "matrix"))
     head_hidden: int = key(128, "[1, inf)")  # link-prediction MLP hidden width (EvolveGCN: 400)
+    # Rematerialisation of the time scan (models/layers.py ``time_scan``): "none" keeps every offset's
+    # activations for the backward pass; "scan" keeps only the recurrent carry per offset and recomputes
+    # the scan body in the backward pass (less memory, more compute; same values and parameters).
+    remat: str = key("none", choices=("none", "scan"))
+    # Link head: a device's step with more target pairs than this runs them in rematerialised chunks of
+    # this many (models/head.py: head memory stops growing with the pairs; 0 = never chunk).
+    head_chunk: int = key(65536, "[0, inf)")
 
 
 @dataclasses.dataclass
@@ -269,6 +276,11 @@ class ParallelConfig:
     # Training steps packed and placed on the devices ahead of the running step, by a background
     # thread, so that host packing overlaps the device's work (0 = pack each step when it is due).
     prefetch: int = key(1, "[0, 64]")
+    # Memory one device may use for a training step, in GiB (XLA's buffers of the compiled step; 0 =
+    # auto: 90 % of what an accelerator reports, on CPU half the memory available at start shared by
+    # this process's devices). Whole-window steps that need more run as micro-steps whose gradients
+    # are summed before one update (the same update); see memory.py. inf: never split.
+    memory_gb: float = key(0.0, "[0, inf]")
 
 
 @dataclasses.dataclass

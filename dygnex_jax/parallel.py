@@ -130,6 +130,15 @@ def sum_over_processes(value: float) -> float:
     return float(np.sum(multihost_utils.process_allgather(np.asarray([value], np.float64))))
 
 
+def min_over_processes(value: float) -> float:
+    """A host number's minimum over the processes of a multi-process run (itself in one process)."""
+    if jax.process_count() == 1:
+        return value
+    from jax.experimental import multihost_utils
+
+    return float(np.min(multihost_utils.process_allgather(np.asarray([value], np.float64))))
+
+
 def _local(batch: dict) -> dict:
     return {k: v[0] for k, v in batch.items()}
 
@@ -146,6 +155,21 @@ def make_grad_fn(loss_fn: LossFn, mesh: Mesh) -> Callable:
     )
 
 
+def _apply(tx: optax.GradientTransformation, params, opt_state, num, den, grads):
+    """The optimiser update from psum-ed sums: one division by the weight sum, then optax; a non-finite
+    loss, gradient or update changes nothing (module doc of ``make_train_step``)."""
+    den = jnp.maximum(den, 1e-12)
+    grads = jax.tree.map(lambda g: g / den, grads)
+    updates, new_opt_state = tx.update(grads, opt_state, params)
+    new_params = optax.apply_updates(params, updates)
+    loss, grad_norm = num / den, optax.tree.norm(grads)
+    finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm) & jnp.isfinite(optax.tree.norm(new_params))
+    keep = lambda new, old: jnp.where(finite, new, old)  # noqa: E731
+    params = jax.tree.map(keep, new_params, params)
+    opt_state = jax.tree.map(keep, new_opt_state, opt_state)
+    return params, opt_state, {"loss": loss, "weight": den, "grad_norm": grad_norm, "finite": finite}
+
+
 def make_train_step(loss_fn: LossFn, tx: optax.GradientTransformation, mesh: Mesh) -> Callable:
     """Jitted ``(params, opt_state, batch) -> (params, opt_state, stats)``.
 
@@ -153,41 +177,77 @@ def make_train_step(loss_fn: LossFn, tx: optax.GradientTransformation, mesh: Mes
     ``grad_norm`` and ``finite`` (loss, gradient and updated parameters all finite). A non-finite step
     changes nothing: the parameters and optimiser state it returns are its inputs (the caller stops or
     counts the skip). The returned function has a ``traces`` attribute: a list that gets one entry per
-    compilation (the shape tuple traced), for the bounded-recompilation check.
+    compilation (the shape tuple traced), for the bounded-recompilation check; and ``accumulate`` /
+    ``apply``: the same step in micro-steps (``make_accumulate_steps``).
     """
     grad_fn = make_grad_fn(loss_fn, mesh)
     traces: list = []
 
     def step(params, opt_state, batch):
         traces.append(tuple((k, tuple(v.shape)) for k, v in sorted(batch.items())))
-        num, den, grads = grad_fn(params, batch)
-        den = jnp.maximum(den, 1e-12)
-        grads = jax.tree.map(lambda g: g / den, grads)
-        updates, new_opt_state = tx.update(grads, opt_state, params)
-        new_params = optax.apply_updates(params, updates)
-        loss, grad_norm = num / den, optax.tree.norm(grads)
-        finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm) & jnp.isfinite(optax.tree.norm(new_params))
-        keep = lambda new, old: jnp.where(finite, new, old)  # noqa: E731
-        params = jax.tree.map(keep, new_params, params)
-        opt_state = jax.tree.map(keep, new_opt_state, opt_state)
-        return params, opt_state, {"loss": loss, "weight": den, "grad_norm": grad_norm, "finite": finite}
+        return _apply(tx, params, opt_state, *grad_fn(params, batch))
 
     jitted = jax.jit(step, donate_argnums=(0, 1))
     jitted.traces = traces
     jitted.grad_fn = grad_fn  # for tracing the collectives (comm.collective_bytes)
+    jitted.accumulate, jitted.apply = make_accumulate_steps(grad_fn, tx, traces)
     return jitted
+
+
+def make_accumulate_steps(grad_fn: Callable, tx: optax.GradientTransformation, traces: list):
+    """A train step split into micro-steps (memory: parallel.memory_gb): ``accumulate(params, sums,
+    batch) -> sums`` adds a micro-batch's psum-ed (loss sum, weight sum, gradient of the loss sum) to
+    ``sums`` (start from ``zero_sums``; donated), and ``apply(params, opt_state, sums)`` is the update of
+    ``make_train_step`` from the totals. Sums of sums, one division: the update of the whole step up to
+    float32 summation order (tests/test_memory.py). Tracing ``accumulate`` appends to ``traces``."""
+
+    def accumulate(params, sums, batch):
+        traces.append(tuple((k, tuple(v.shape)) for k, v in sorted(batch.items())))
+        return jax.tree.map(jnp.add, sums, grad_fn(params, batch))
+
+    return (
+        jax.jit(accumulate, donate_argnums=(1,)),
+        jax.jit(lambda params, opt_state, sums: _apply(tx, params, opt_state, *sums), donate_argnums=(0, 1)),
+    )
+
+
+def zero_sums(mesh: Mesh, params):
+    """The (loss sum, weight sum, gradient) accumulator of ``make_accumulate_steps``, zero, replicated
+    like ``params`` (made on the devices: no host transfer)."""
+    del mesh  # the zeros follow the params' replicated sharding
+    return _zeros(params)
+
+
+@jax.jit
+def _zeros(params):
+    return jnp.float32(0.0), jnp.float32(0.0), jax.tree.map(jnp.zeros_like, params)
 
 
 def compile_step(step, params, opt_state, mesh: Mesh, host_batch: dict[str, np.ndarray]):
     """Compile the jitted train ``step`` ahead of time for batches shaped like ``host_batch`` (this
     process's rows [L, ...], as ``shard_batch`` takes them). Returns the compiled executable, called
-    like ``step`` with batches of that shape (no tracing, no compilation at the call)."""
+    like ``step`` with batches of that shape (no tracing, no compilation at the call). ``step`` may
+    be a train step's ``accumulate`` (then ``opt_state`` stands for its sums)."""
     sharding = NamedSharding(mesh, P(AXIS))
     abstract = {
         k: jax.ShapeDtypeStruct((mesh.size, *v.shape[1:]), v.dtype, sharding=sharding)
         for k, v in host_batch.items()
     }
     return step.lower(params, opt_state, abstract).compile()
+
+
+def step_bytes(compiled) -> float | None:
+    """Bytes one device holds while running a compiled step (XLA's buffer assignment: temporaries,
+    arguments and outputs, aliased ones once); None where the backend does not say."""
+    try:
+        m = compiled.memory_analysis()
+    except (AttributeError, NotImplementedError, RuntimeError):
+        return None
+    if m is None:
+        return None
+    return float(
+        m.temp_size_in_bytes + m.argument_size_in_bytes + m.output_size_in_bytes - m.alias_size_in_bytes
+    )
 
 
 def make_embed_step(embed_fn: Callable[[dict, dict], jax.Array], mesh: Mesh) -> Callable:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import checkpoint, compile_cache
+from . import checkpoint, compile_cache, memstats
 from .config import TASK_METRICS, Config, changed_keys, load_config, selection_metric, to_dict
 from .data.timerange import empty_snapshots, sparsity_warning
 from .errors import UserError
@@ -196,5 +196,10 @@ def summarize_run(config: Config, trainer, history: list[dict]) -> dict:
         # the persistent compilation cache: folder, hits and misses of this process, bytes it holds
         "compile_cache": compile_cache.stats()
         | {"bytes": compile_cache.size_bytes(compile_cache.stats()["dir"])},
+        # peak host RSS and device bytes (None where JAX reports none) of the whole run, this process's
+        **memstats.run_peak(history),
+        # the memory budget per device, the largest step's bytes (XLA, compiled), micro-steps per
+        # update and the estimate of the peak before epoch 1 (memory_plan.py); {} when not planned
+        "memory": trainer.memory,
         "config": to_dict(config),
     }

@@ -20,6 +20,7 @@ Adding a task: a subclass here, one line in ``TASKS``, its metrics in ``config.T
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 
 import jax
 import jax.numpy as jnp
@@ -28,7 +29,7 @@ import optax
 
 from . import parallel
 from .config import TASK_METRICS
-from .evaluation import confusion, edge_cls_metrics, evaluate_link_windows, mse_from_sums
+from .evaluation import CandidateCache, confusion, edge_cls_metrics, evaluate_link_windows, mse_from_sums
 from .graphs import Budget, DeviceWork, bucket, node_offsets, pack_device, pack_node_device, stack_devices
 from .models import LinkPredictor, dense_pair_scores
 from .models.head import pair_scores
@@ -171,7 +172,10 @@ def get_task(name: str) -> Task:
 class LinkEvaluator:
     """Link prediction: embeddings of every window on all devices, then every candidate pair of its
     target snapshot scored per process on the host (``trainer.candidate_mode``: all pairs, or sampled
-    ones fixed by ``eval.seed`` for the run)."""
+    ones fixed by ``eval.seed`` for the run). Streamed: a step's windows are scored as soon as its
+    embeddings come back, and sampled candidates are kept for the run up to a bounded number, the rest
+    re-drawn per evaluation (the same ones), so host memory holds one step's embeddings and a bounded
+    number of candidates, whatever the split's size."""
 
     def __init__(self, trainer):
         model = trainer.model
@@ -180,16 +184,15 @@ class LinkEvaluator:
         )
         self.score_fn = jax.jit(dense_pair_scores)
         self.pair_fn = jax.jit(pair_scores)
-        self.candidates: dict[int, tuple] = {}  # window id -> sampled candidates, fixed for the run
+        self.candidates = CandidateCache()  # sampled candidates kept for the run, up to a bounded number
 
-    def embeddings(self, trainer, split: str) -> dict[int, np.ndarray]:
-        """Window id -> [num_local, H] embeddings at the last history snapshot, for a split."""
-        out = {}
+    def embeddings(self, trainer, split: str) -> Iterator[tuple[int, np.ndarray]]:
+        """(window id, [num_local, H] embeddings at the last history snapshot) of a split's windows, one
+        evaluation step at a time: the next step runs when this one's windows have been consumed."""
         for work, emb in eval_outputs(trainer, split, self.embed_step):
             for p, dev in enumerate(work):
                 for win, off in zip(dev.windows, node_offsets(dev)):
-                    out[win.index] = emb[p, off : off + win.num_local]
-        return out
+                    yield win.index, emb[p, off : off + win.num_local]
 
     def local_scores(self, trainer, emb: np.ndarray, head) -> np.ndarray:
         """[L, H] embeddings -> [L, L] pair scores, padded to a shape bucket (few compilations)."""

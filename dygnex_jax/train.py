@@ -18,7 +18,7 @@ import os
 import time
 from pathlib import Path
 
-from . import checkpoint, distributed, runlock
+from . import checkpoint, distributed, memstats, runlock
 from .config import Config
 from .errors import UserError
 from .eval_estimate import evaluation_note
@@ -93,10 +93,14 @@ def _train(config: Config, out: Path, resume: bool, progress: Progress, lock: ru
     main = lock.active
     trainer = Trainer(config)
     trainer.plan_budgets()  # before a resume restores re-fitted weights: the same plan
+    early: list[str] = []
+    if not resume:  # the steps fitted to the memory budget (an error there) before the folder exists
+        trainer.compile_planned(early.append)
     history, first = _start(trainer, out, resume, progress, lock)
-    if trainer.plan_note:
-        progress.line(trainer.plan_note)
-    trainer.compile_planned(progress.line)
+    for line in [trainer.plan_note, *early]:
+        if line:
+            progress.line(line)
+    trainer.compile_planned(progress.line)  # a resumed run's budgets (the others are compiled)
     if main and (note := evaluation_note(trainer)):
         progress.line(note)
     trainer.eval_log, trainer.eval_log_every = progress.line, progress.every
@@ -191,4 +195,4 @@ def _run_epoch(trainer: Trainer, epoch: int, out: Path, progress: Progress) -> d
                 m = trainer.evaluate(split)
                 row.update({f"{split}_{k}": m[k] for k in get_task(trainer.task).metrics})
         row["eval_seconds"] = time.perf_counter() - start
-    return row
+    return row | memstats.peak_memory()  # this process's peaks so far (host RSS, device bytes or None)

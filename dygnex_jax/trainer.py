@@ -19,7 +19,7 @@ import jax
 import numpy as np
 import optax
 
-from . import compile_cache, parallel, resources, strategies
+from . import compile_cache, memory_plan, parallel, resources, strategies
 from . import plan as planning
 from .comm import collective_bytes
 from .config import Config, TrainConfig, step_layout
@@ -117,9 +117,14 @@ class Trainer:
         # collective bytes per ``Strategy.comm_key``; trainers running the same step program may share it
         self.comm_cache: dict[tuple, dict] = {}
         # --- the run's plan and counters (parallel.budgets=planned: planned before epoch 1) -------
+        self.accumulate = 1  # micro-steps per update: the planned steps' memory (memory_plan.py)
+        self.memory_fixed = False  # accumulate chosen (or restored from a checkpoint) for this run
+        self.step_bytes: dict[Budget, float] = {}  # compiled budget -> bytes per device (XLA)
+        self.memory: dict = {}  # the run's memory figures (summary.json "memory"; memory_plan.py)
         self.compose = ""  # schedule.compose=auto: the composition the plan chose
         self.plan_note = ""  # one line on the plan, for the log
         self.schedules: dict[int, object] = {}  # epoch -> its schedule, computed when planning
+        self.plan_needs: dict[int, list] = {}
         self._executables: dict[Budget, object] = {}
         self.compile_seconds_ahead = 0.0  # ahead-of-time compilation of the planned budgets
         self.plan_seconds = 0.0  # scheduling every planned epoch and planning the budgets
@@ -264,7 +269,7 @@ class Trainer:
         epochs = planning.planned_epochs(self.config)
         run = planning.plan_run(
             self.windows,
-            self.config,
+            self.step_config,
             self.n_devices,
             self.layout,
             self.settings,
@@ -273,6 +278,7 @@ class Trainer:
             step_seconds=self.step_seconds,
         )
         self.compose, self.planned = run.compose, run.budgets
+        self.plan_needs = run.needs  # epoch -> every planned step's exact need (memory_plan's estimate)
         self.schedules.update(run.schedules)
         self.plan_seconds = time.perf_counter() - start
         tried = ", ".join(f"{k} {v:.3g}" for k, v in run.tried.items())
@@ -287,17 +293,39 @@ class Trainer:
             log(self.plan_note)
         return self.planned
 
+    @property
+    def step_config(self) -> Config:
+        """The config the scheduler, planner and packer see: ``train.batch_size`` is the micro-step's
+        (B / accumulate windows; evaluation steps at most as many)."""
+        if self.accumulate == 1:
+            return self.config
+        c, micro = self.config, self.config.train.batch_size // self.accumulate
+        return dataclasses.replace(
+            c,
+            train=dataclasses.replace(c.train, batch_size=micro),
+            eval=dataclasses.replace(c.eval, batch_size=min(c.eval.batch_size, micro)),
+        )
+
     def compile_planned(self, log=None) -> float:
         """Compile the train step for every planned budget ahead of the first step (one line per
-        compilation to ``log``). Returns the seconds spent; they are not step time."""
-        todo = [b for b in self.plan_budgets(log) if b not in self._executables]
+        compilation to ``log``), then the steps fitted to the memory budget (``memory_plan``: more
+        micro-steps per update and their budgets compiled instead where they need more).
+        Returns the seconds spent; they are not step time."""
         start = time.perf_counter()
+        self.compile_todo(log)
+        if self.plans_budgets:
+            memory_plan.fit_to_memory(self, log)
+        seconds = time.perf_counter() - start
+        self.compile_seconds_ahead += seconds
+        self.compile_seconds += seconds
+        return seconds
+
+    def compile_todo(self, log=None) -> None:
+        """Compile the planned budgets not compiled yet (``compile_planned``)."""
+        todo = [b for b in self.plan_budgets(log) if b not in self._executables]
         for i, budget in enumerate(todo):
             t0 = time.perf_counter()
-            host = self.packer.pack_budget([DeviceWork([], [], []) for _ in self.local_rows], budget)
-            self._executables[budget] = parallel.compile_step(
-                self.train_step, self.params, self.opt_state, self.mesh, host
-            )
+            self._executables[budget] = memory_plan.compile_budget(self, budget)
             self.packer.compiled.add(budget)
             if log:
                 log(
@@ -305,14 +333,13 @@ class Trainer:
                     f"{budget.edges}, pairs {budget.pairs}, windows {budget.windows}) in "
                     f"{time.perf_counter() - t0:.1f} s"
                 )
-        seconds = time.perf_counter() - start
-        self.compile_seconds_ahead += seconds
-        self.compile_seconds += seconds
-        return seconds
 
-    def restore_plan(self, budgets: list[Budget], compose: str) -> None:
-        """Take a checkpoint's planned budgets and composition; schedules planned for another plan (a
-        resumed run with more epochs) are dropped, so later epochs are scheduled anew."""
+    def restore_plan(self, budgets: list[Budget], compose: str, accumulate: int = 1) -> None:
+        """Take a checkpoint's planned budgets, composition and micro-steps per update; schedules planned
+        for another plan (a resumed run with more epochs) are dropped, so later epochs are scheduled anew."""
+        self.memory_fixed = True
+        if accumulate != self.accumulate:
+            memory_plan.set_accumulate(self, accumulate)
         if budgets != self.planned or compose != self.compose:
             self.planned, self.compose = budgets, compose
             self.schedules.clear()
@@ -329,8 +356,9 @@ class Trainer:
         settings = strategies.scheduler_settings(self.settings)
         if self.compose and settings.compose == "auto":  # the composition the plan chose
             settings = dataclasses.replace(settings, compose=self.compose)
+        batch = self.step_config.train.batch_size
         sched = self.scheduler(
-            self.schedule_costs, self.n_devices, c.train.batch_size, settings, seed=c.train.seed, epoch=epoch
+            self.schedule_costs, self.n_devices, batch, settings, seed=c.train.seed, epoch=epoch
         )
         return dataclasses.replace(sched, method=self.method) if sched.method != self.method else sched
 
@@ -390,19 +418,26 @@ class Trainer:
             budgets.add(budget.as_tuple())
             comm = self.comm_bytes(batch)
             pw = self.padded_work(budget)
-            stats, seconds, cpu, compiled = self.run_step(placed, budget, pw)
-            self._check_finite(stats, step, epoch, i)
+            micro = self.accumulate
+            if micro == 1:
+                stats, seconds, cpu, compiled = self.run_step(placed, budget, pw)
+            else:  # micro-steps i, i + 1, ... of one update (memory_plan.py)
+                last = i % micro == micro - 1 or i == sched.num_steps - 1
+                stats, seconds, cpu, compiled = memory_plan.run_micro_step(
+                    self, placed, budget, pw, i % micro == 0, last
+                )
             predicted = float(self.cost_model.predict_costs(pw[None], self.windows.window)[0])
-            finite = bool(stats["finite"])  # if not, the step left params and optimiser state alone
-            acc.update(
-                predicted=predicted,
-                real=sum(loads),
-                padded=padded,
-                skipped=not finite,
-                loss=stats["loss"] * stats["weight"] if finite else 0.0,
-                weight=stats["weight"] if finite else 0.0,
-                **{f"comm_{k}": v for k, v in comm.items()},
-            )
+            acc.update(predicted=predicted, real=sum(loads), padded=padded)
+            acc.update({f"comm_{k}": v for k, v in comm.items()})
+            finite = True
+            if stats is not None:
+                self._check_finite(stats, step, epoch, i)
+                finite = bool(stats["finite"])  # if not, the step left params and optimiser state alone
+                acc.update(
+                    skipped=not finite,
+                    loss=stats["loss"] * stats["weight"] if finite else 0.0,
+                    weight=stats["weight"] if finite else 0.0,
+                )
             self.last_steps.append(
                 {
                     "epoch": epoch,
@@ -416,7 +451,7 @@ class Trainer:
                     "padding_efficiency": sum(loads) / padded,
                     "imbalance": max(loads) / max(np.mean(loads), 1e-12) - 1.0,
                     "comm_bytes": comm["total"],
-                    "loss": stats["loss"],
+                    "loss": stats["loss"] if stats is not None else None,  # micro-steps: the update's
                     "finite": finite,
                 }
             )

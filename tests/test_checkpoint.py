@@ -29,7 +29,14 @@ SMOKE = str(REPO / "configs" / "smoke.yaml")
 RUN = ["--config", SMOKE, "train.epochs=3"]
 # Figures that are wall-clock measurements (or say whether this process compiled): the only ones
 # allowed to differ between two runs of one config.
-WALL = {"epoch_seconds", "epoch_cpu_seconds", "scheduler_seconds", "eval_seconds"}
+WALL = {
+    "epoch_seconds",
+    "epoch_cpu_seconds",
+    "scheduler_seconds",
+    "eval_seconds",
+    "peak_rss_bytes",
+    "device_peak_bytes",
+}
 STEP_WALL = {"seconds", "cpu_seconds", "compiled"}
 
 # Runs `python -m dygnex_jax ARGS` and SIGKILLs itself just before step KILL_STEP of epoch KILL_EPOCH

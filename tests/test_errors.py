@@ -72,6 +72,10 @@ CASES = {
         ["train", "--config", SMOKE, "model.hidden=1000000000"],
         "of memory, more than the",
     ),
+    "step-does-not-fit": (
+        ["train", "--config", SMOKE, "parallel.memory_gb=0.000001"],
+        "a training step of one window per device needs about",
+    ),
     "too-many-planned-steps": (
         ["train", "--config", SMOKE, "train.epochs=1000000"],
         "more than the 20,000 it plans ahead",

@@ -180,6 +180,20 @@ class WindowSet:
             return c
         return np.column_stack([c[:, :1], self.edge_profile(split), c[:, 2:]])
 
+    def cache_growth(self) -> float:
+        """Bytes the window cache of ``get`` may still grow by (every window not cached yet, in id
+        order, until the cache holds its 50M edges): local edges (8 B each), node ids and inputs
+        (8 + 4 W B each) and positives (16 B each)."""
+        total, edges = 0.0, self._cache_edges
+        for k, (nodes, e, pos) in enumerate(self._costs):
+            if k in self._cache:
+                continue
+            if edges + e >= 50_000_000:
+                break
+            edges += e
+            total += 8.0 * e + (8.0 + 4.0 * self.window) * nodes + 16.0 * pos
+        return total
+
     def get(self, k: int) -> LocalWindow:
         """The local arrays of window k (cached while the cache holds < 50M edges)."""
         if k in self._cache:

@@ -36,14 +36,14 @@ from .mpnn_lstm import MPNNLSTM
 from .tgcn import TGCN
 
 ENCODERS = {
-    "egcn_o": lambda cfg, f: EvolveGCNO(f, cfg.hidden, cfg.layers, cfg.egcn_gru),
-    "egcn_h": lambda cfg, f: EvolveGCNH(f, cfg.hidden, cfg.layers),
-    "gcrn_gru": lambda cfg, f: GCRNGRU(f, cfg.hidden, cfg.layers, cfg.cheb_k),
-    "gconv_lstm": lambda cfg, f: GConvLSTM(f, cfg.hidden, cfg.layers, cfg.cheb_k),
-    "gc_lstm": lambda cfg, f: GCLSTM(f, cfg.hidden, cfg.layers, cfg.cheb_k),
-    "tgcn": lambda cfg, f: TGCN(f, cfg.hidden, cfg.layers),
-    "gcn_gru": lambda cfg, f: GCNGRU(f, cfg.hidden, cfg.layers),
-    "mpnn_lstm": lambda cfg, f: MPNNLSTM(f, cfg.hidden),
+    "egcn_o": lambda cfg, f: EvolveGCNO(f, cfg.hidden, cfg.layers, cfg.egcn_gru, remat=cfg.remat),
+    "egcn_h": lambda cfg, f: EvolveGCNH(f, cfg.hidden, cfg.layers, remat=cfg.remat),
+    "gcrn_gru": lambda cfg, f: GCRNGRU(f, cfg.hidden, cfg.layers, cfg.cheb_k, remat=cfg.remat),
+    "gconv_lstm": lambda cfg, f: GConvLSTM(f, cfg.hidden, cfg.layers, cfg.cheb_k, remat=cfg.remat),
+    "gc_lstm": lambda cfg, f: GCLSTM(f, cfg.hidden, cfg.layers, cfg.cheb_k, remat=cfg.remat),
+    "tgcn": lambda cfg, f: TGCN(f, cfg.hidden, cfg.layers, remat=cfg.remat),
+    "gcn_gru": lambda cfg, f: GCNGRU(f, cfg.hidden, cfg.layers, remat=cfg.remat),
+    "mpnn_lstm": lambda cfg, f: MPNNLSTM(f, cfg.hidden, remat=cfg.remat),
 }
 
 # Models whose graph convolutions read only their inputs, never the recurrent carry (see each module):
@@ -112,7 +112,7 @@ def create_model(cfg: ModelConfig, num_features: int, task: str = "link") -> nn.
     encoder = ENCODERS[cfg.name](cfg, num_features)
     if task == "node_reg":
         return NodeRegressor(encoder, NodeHead())
-    return LinkPredictor(encoder, LinkHead(cfg.head_hidden))
+    return LinkPredictor(encoder, LinkHead(cfg.head_hidden, cfg.head_chunk))
 
 
 __all__ = [

@@ -76,6 +76,7 @@ class EvolveGCNH(nn.Module):
     num_features: int
     hidden: int
     layers: int = 2
+    remat: str = "none"  # model.remat: rematerialise the time scan's body (layers.time_scan)
 
     @nn.compact
     def __call__(self, batch: dict) -> jax.Array:
@@ -96,5 +97,5 @@ class EvolveGCNH(nn.Module):
             per_tau(batch["node_window"]),
             per_tau(batch["node_count"]),
         )
-        (_, h), _ = scan_steps(_Step, dims=dims)((weights, jnp.zeros((n, self.hidden))), xs)
+        (_, h), _ = scan_steps(_Step, remat=self.remat, dims=dims)((weights, jnp.zeros((n, self.hidden))), xs)
         return h

@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 
 from .graph_view import at_offset, flat_graph, offset_graphs
-from .layers import LOCAL, Comm, GRUCell, MatrixGRU, gcn_aggregate, node_inputs
+from .layers import LOCAL, Comm, GRUCell, MatrixGRU, gcn_aggregate, node_inputs, time_scan
 
 
 def _offsets(batch: dict) -> int:
@@ -74,6 +74,7 @@ class EvolveGCNO(nn.Module):
     layers: int = 2
     gru: str = "rows"
     comm: Comm = LOCAL  # vertex partition: how to reach other devices' nodes (identity by default)
+    remat: str = "none"  # model.remat: rematerialise the time scan's body (layers.time_scan)
 
     def setup(self):
         dims = (self.num_features,) + (self.hidden,) * self.layers
@@ -81,8 +82,7 @@ class EvolveGCNO(nn.Module):
         self.initial_weights = tuple(
             self.param(f"gcn_{i}", init, (dims[i], dims[i + 1])) for i in range(self.layers)
         )
-        scan = nn.scan(_Step, variable_broadcast="params", split_rngs={"params": False}, in_axes=0)
-        self.step = scan(dims, self.gru, self.comm)
+        self.step = time_scan(_Step, self.remat)(dims, self.gru, self.comm)
 
     def initial_carry(self, n: int):
         """The carry at the start of a window: the learned initial GCN weights (``n`` is unused)."""

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from .graph_view import flat_graph, offset_graphs
-from .layers import GCNConv, GRUCell, node_inputs, scan_steps
+from .layers import GCNConv, GRUCell, node_inputs, scan_steps, time_scan
 
 
 class _Step(nn.Module):
@@ -40,6 +40,7 @@ class _FlatStep(nn.Module):
 
     hidden: int
     layers: int
+    remat: str = "none"
 
     @nn.compact
     def __call__(self, x, graph):
@@ -47,8 +48,7 @@ class _FlatStep(nn.Module):
         e = x.reshape(w_len * n, x.shape[-1])
         for i in range(self.layers):
             e = jax.nn.relu(GCNConv(self.hidden, name=f"gcn_{i}")(e, graph))
-        time_scan = nn.scan(_gru_step, variable_broadcast="params", split_rngs={"params": False})
-        h, _ = time_scan(
+        h, _ = time_scan(_gru_step, self.remat)(
             GRUCell(self.hidden, name="gru"), jnp.zeros((n, self.hidden)), e.reshape(w_len, n, -1)
         )
         return h
@@ -60,14 +60,17 @@ class GCNGRU(nn.Module):
     num_features: int
     hidden: int
     layers: int = 2
+    remat: str = "none"  # model.remat: rematerialise the time scan's body (layers.time_scan)
 
     @nn.compact
     def __call__(self, batch: dict) -> jax.Array:
         x = node_inputs(batch, self.num_features)
         if batch["senders"].ndim == 1:  # flat layout
             graph = flat_graph(batch, x.reshape(-1, x.shape[-1]))
-            return _FlatStep(self.hidden, self.layers, name="step")(x, graph)
+            return _FlatStep(self.hidden, self.layers, self.remat, name="step")(x, graph)
         n = batch["node_window"].shape[0]
         xs = offset_graphs(batch, x)
-        h, _ = scan_steps(_Step, hidden=self.hidden, layers=self.layers)(jnp.zeros((n, self.hidden)), xs)
+        h, _ = scan_steps(_Step, remat=self.remat, hidden=self.hidden, layers=self.layers)(
+            jnp.zeros((n, self.hidden)), xs
+        )
         return h

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from .graph_view import offset_graphs
-from .layers import LOCAL, ChebConv, Comm, node_inputs
+from .layers import LOCAL, ChebConv, Comm, node_inputs, time_scan
 
 
 class GConvGRUCell(nn.Module):
@@ -60,10 +60,10 @@ class GCRNGRU(nn.Module):
     layers: int = 1
     cheb_k: int = 2
     comm: Comm = LOCAL  # vertex partition: how to reach other devices' nodes (identity by default)
+    remat: str = "none"  # model.remat: rematerialise the time scan's body (layers.time_scan)
 
     def setup(self):
-        scan = nn.scan(_Step, variable_broadcast="params", split_rngs={"params": False}, in_axes=0)
-        self.step = scan(self.hidden, self.layers, self.cheb_k, self.comm)
+        self.step = time_scan(_Step, self.remat)(self.hidden, self.layers, self.cheb_k, self.comm)
 
     def initial_carry(self, n: int):
         """Zero hidden states [N, hidden] of every layer."""

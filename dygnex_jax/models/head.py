@@ -31,15 +31,46 @@ class _SplitDense(nn.Module):
         return h @ kernel[:half] + bias, h @ kernel[half:]
 
 
+class _LinearParams(nn.Module):
+    """The parameters of ``torch_linear(features, fan_in)`` (same names, shapes and initialisation as that
+    ``nn.Dense``), returned instead of applied: the chunked head applies them inside ``lax.map``."""
+
+    features: int
+    fan_in: int
+
+    @nn.compact
+    def __call__(self) -> tuple[jax.Array, jax.Array]:
+        kernel = self.param("kernel", TORCH_LINEAR_KERNEL, (self.fan_in, self.features))
+        return kernel, self.param("bias", torch_uniform(self.fan_in), (self.features,))
+
+
+def _pair_logits(
+    a: jax.Array, b: jax.Array, kernel: jax.Array, bias: jax.Array, ends: jax.Array
+) -> jax.Array:
+    """Logits [C, 2] of the pairs ``ends`` [C, 2] from the per-node halves a, b [N, hidden]."""
+    return jax.nn.relu(a[ends[:, 0]] + b[ends[:, 1]]) @ kernel + bias
+
+
 class LinkHead(nn.Module):
+    """``hidden``: the MLP's width. ``chunk``: with more than this many pairs (0: never) the pairs run in
+    chunks of ``chunk`` under ``jax.checkpoint``: the backward pass recomputes a chunk's [chunk, hidden]
+    activations instead of keeping [Q, hidden] of them, so the head's memory no longer grows with Q
+    beyond its [Q, 2] logits (Q is 10-25x the nodes with 10 training negatives per positive). Same
+    parameters; the logits are the unchunked ones row by row, gradients equal up to float32 summation order."""
+
     hidden: int
+    chunk: int = 0
 
     @nn.compact
     def __call__(self, h: jax.Array, src: jax.Array, dst: jax.Array) -> jax.Array:
         """Node embeddings [N, H], pair ends [Q] -> [Q, 2] logits (class 0: non-edge, class 1: edge)."""
         a, b = _SplitDense(self.hidden, name="hidden")(h)
-        z = jax.nn.relu(a[src] + b[dst])
-        return torch_linear(2, self.hidden, name="out")(z)
+        kernel, bias = _LinearParams(2, self.hidden, name="out")()
+        if not 0 < self.chunk < src.shape[0]:
+            return jax.nn.relu(a[src] + b[dst]) @ kernel + bias
+        ends = jax.numpy.stack([src, dst], axis=1)
+        logits = jax.checkpoint(_pair_logits)
+        return jax.lax.map(lambda e: logits(a, b, kernel, bias, e[None])[0], ends, batch_size=self.chunk)
 
 
 def dense_pair_scores(head_params: dict, h_src: jax.Array, h_dst: jax.Array) -> jax.Array:

@@ -129,11 +129,30 @@ def node_inputs(batch: dict, num_features: int) -> jax.Array:
     return jax.nn.one_hot(batch["feat"], num_features, dtype=jnp.float32)
 
 
-def scan_steps(step_cls, name: str = "step", **kwargs):
-    """``nn.scan`` of a ``(carry, xs_tau) -> (carry, out)`` module over the leading time axis, with the
-    parameters shared by every time offset."""
-    scan = nn.scan(step_cls, variable_broadcast="params", split_rngs={"params": False}, in_axes=0)
-    return scan(name=name, **kwargs)
+# ``model.remat`` (config.py) -> the ``jax.checkpoint`` policy of the time scan's body: "none" is no
+# checkpoint at all (the body's activations of every offset are kept); "scan" saves nothing inside the
+# body (the backward pass keeps the carry and inputs of every offset and recomputes the rest, one offset
+# at a time).
+REMAT_POLICIES: dict[str, Callable | None] = {"none": None, "scan": jax.checkpoint_policies.nothing_saveable}
+
+
+def time_scan(body, remat: str = "none"):
+    """``nn.scan`` over the leading time axis of ``body`` (a module class, or a function whose first
+    argument is a module: ``(module, carry, xs_tau) -> (carry, out)``), the parameters shared by every
+    time offset. ``remat`` (``model.remat``): "scan" wraps the body in ``nn.remat`` first, which changes
+    neither the parameter tree nor the values, only what the backward pass keeps (``REMAT_POLICIES``)."""
+    if remat not in REMAT_POLICIES:
+        raise ValueError(f"model.remat must be one of {', '.join(REMAT_POLICIES)}, got {remat!r}")
+    if remat != "none":
+        # prevent_cse=False: inside a scan XLA cannot merge the recomputation into the forward pass
+        body = nn.remat(body, prevent_cse=False, policy=REMAT_POLICIES[remat])
+    return nn.scan(body, variable_broadcast="params", split_rngs={"params": False}, in_axes=0)
+
+
+def scan_steps(step_cls, name: str = "step", remat: str = "none", **kwargs):
+    """``time_scan`` of a ``(carry, xs_tau) -> (carry, out)`` module (``remat``: ``model.remat``), built
+    with ``kwargs`` under ``name``."""
+    return time_scan(step_cls, remat)(name=name, **kwargs)
 
 
 def torch_uniform(fan_in: int) -> Callable:
@@ -279,6 +298,7 @@ class GraphLSTMEncoder(nn.Module):
     hidden: int
     layers: int = 1
     cheb_k: int = 2
+    remat: str = "none"  # model.remat: rematerialise the time scan's body (``time_scan``)
     cell = None  # a class attribute of the subclass, not a field
 
     @nn.compact
@@ -288,7 +308,12 @@ class GraphLSTMEncoder(nn.Module):
         states = tuple((zeros, zeros) for _ in range(self.layers))
         xs = offset_graphs(batch, node_inputs(batch, self.num_features))
         step = scan_steps(
-            _LSTMStackStep, cell=self.cell, hidden=self.hidden, layers=self.layers, k=self.cheb_k
+            _LSTMStackStep,
+            remat=self.remat,
+            cell=self.cell,
+            hidden=self.hidden,
+            layers=self.layers,
+            k=self.cheb_k,
         )
         states, _ = step(states, xs)
         return states[-1][0]

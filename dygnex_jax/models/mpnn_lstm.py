@@ -62,6 +62,7 @@ class MPNNLSTM(nn.Module):
 
     num_features: int
     hidden: int
+    remat: str = "none"  # model.remat: rematerialise the time scan's body (layers.time_scan)
 
     @nn.compact
     def __call__(self, batch: dict) -> jax.Array:
@@ -87,7 +88,7 @@ class MPNNLSTM(nn.Module):
         h2 = WindowBatchNorm(name="bn_2")(gcn("conv_2", h1), node_window, node_count, slots)
         n = x.shape[1]
         zeros = jnp.zeros((n, self.hidden))
-        ((h1_last, _), (h2_last, _)), _ = scan_steps(_LSTMs, hidden=self.hidden)(
+        ((h1_last, _), (h2_last, _)), _ = scan_steps(_LSTMs, remat=self.remat, hidden=self.hidden)(
             ((zeros, zeros), (zeros, zeros)), jnp.concatenate([h1, h2], axis=-1)
         )
         skip = jnp.concatenate([x[0], x[1:, :, -1].T], axis=-1)  # [N, F + W - 1]

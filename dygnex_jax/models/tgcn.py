@@ -27,6 +27,7 @@ from .layers import (
     gcn_aggregate,
     node_inputs,
     scan_steps,
+    time_scan,
     torch_linear,
     torch_uniform,
 )
@@ -126,15 +127,16 @@ class _FlatSteps(nn.Module):
 
     hidden: int
     layers: int
+    remat: str = "none"
 
     @nn.compact
     def __call__(self, x, graph):
         w_len, n = x.shape[:2]
-        time_scan = nn.scan(_gate_step, variable_broadcast="params", split_rngs={"params": False})
+        gate_scan = time_scan(_gate_step, self.remat)
         for i in range(self.layers):
             cell = _FlatCell(self.hidden, x.shape[-1], name=f"cell_{i}")
             convs = cell.convs(x.reshape(w_len * n, x.shape[-1]), graph).reshape(w_len, n, 3, self.hidden)
-            _, x = time_scan(cell, jnp.zeros((n, self.hidden)), convs)
+            _, x = gate_scan(cell, jnp.zeros((n, self.hidden)), convs)
         return x
 
 
@@ -158,15 +160,16 @@ class TGCN(nn.Module):
     num_features: int
     hidden: int
     layers: int = 1
+    remat: str = "none"  # model.remat: rematerialise the time scan's body (layers.time_scan)
 
     @nn.compact
     def __call__(self, batch: dict) -> jax.Array:
         x = node_inputs(batch, self.num_features)
         if batch["senders"].ndim == 1:  # flat layout
             graph = flat_graph(batch, x.reshape(-1, x.shape[-1]))
-            return _FlatSteps(self.hidden, self.layers, name="step")(x, graph)[-1]
+            return _FlatSteps(self.hidden, self.layers, self.remat, name="step")(x, graph)[-1]
         n = batch["node_window"].shape[0]
         states = tuple(jnp.zeros((n, self.hidden)) for _ in range(self.layers))
         xs = offset_graphs(batch, x)
-        states, _ = scan_steps(_Step, hidden=self.hidden, layers=self.layers)(states, xs)
+        states, _ = scan_steps(_Step, remat=self.remat, hidden=self.hidden, layers=self.layers)(states, xs)
         return states[-1]
