@@ -166,6 +166,8 @@ class ModelConfig:
     # activations for the backward pass; "scan" keeps only the recurrent carry per offset and recomputes
     # the scan body in the backward pass (less memory, more compute; same values and parameters).
     remat: str = key("none", choices=("none", "scan"))
+    # Activations' dtype (layers.compute_dtype); params, optimiser state, loss and gradients stay float32.
+    dtype: str = key("float32", choices=("float32", "bfloat16"))
     # Link head: a device's step with more target pairs than this runs them in rematerialised chunks of
     # this many (models/head.py: head memory stops growing with the pairs; 0 = never chunk).
     head_chunk: int = key(65536, "[0, inf)")

@@ -62,6 +62,7 @@ def set_accumulate(trainer, k: int) -> None:
     trainer.packer.config = trainer.step_config
     trainer.planned, trainer.compose = None, ""
     trainer.schedules.clear()
+    trainer.plan_needs = {}
     trainer._executables.clear()
     trainer.step_bytes.clear()
     trainer.packer.forget()

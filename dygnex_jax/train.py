@@ -94,6 +94,8 @@ def _train(config: Config, out: Path, resume: bool, progress: Progress, lock: ru
     trainer = Trainer(config)
     trainer.plan_budgets()  # before a resume restores re-fitted weights: the same plan
     early: list[str] = []
+    if main:  # what checkpoints will hold resident (orbax), counted in the memory estimate
+        import orbax.checkpoint  # noqa: F401
     if not resume:  # the steps fitted to the memory budget (an error there) before the folder exists
         trainer.compile_planned(early.append)
     history, first = _start(trainer, out, resume, progress, lock)

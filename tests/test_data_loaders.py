@@ -273,14 +273,6 @@ def test_real_bitcoin_alpha_and_uci(data_root):
     assert g.weights is None
 
 
-def test_real_streams_parse_fast(data_root):
-    for rel in ["bitcoin_otc/soc-sign-bitcoinotc.csv.gz", "uci_collegemsg/CollegeMsg.txt.gz"]:
-        start = time.perf_counter()
-        src, dst, w, t = loaders.read_edge_stream(data_root / rel)
-        loaders.edge_stream_to_graph(src, dst, w, t, aggr_time=1_200_000)
-        assert time.perf_counter() - start < 1.0, rel
-
-
 def test_real_as733(data_root):
     g = datasets.load_dataset(
         DataConfig(dataset="as733", root=str(data_root), last_snapshots=0, self_loops=True)

@@ -1,14 +1,14 @@
 """Steps fitted to the memory budget (memory.py, memory_plan.py): micro-steps give the update of the
 whole step, the linear model is fitted and predicts XLA's bytes, the accumulation count respects its
 rules, a run under a small budget splits its steps and stays within it, a window that cannot fit is one
-error line, and a resumed run keeps its micro-steps."""
+error line (tests/test_errors.py, step-does-not-fit), and a resumed run keeps its micro-steps."""
 
 import json
 
 import jax
 import numpy as np
 import pytest
-from helpers import EXACT, LOOP, assert_one_line_error, make_trainer, run_cli
+from helpers import EXACT, LOOP, make_trainer, run_cli
 
 from dygnex_jax import memory, memory_plan, parallel
 from dygnex_jax.config import load_config
@@ -107,10 +107,3 @@ def test_a_run_under_a_small_budget_splits_its_steps_and_resumes_with_them(tmp_p
     proc = run_cli("train", "train.epochs=2", "--resume", out)
     assert proc.returncode == 0, proc.stderr
     assert json.loads((out / "summary.json").read_text())["memory"]["accumulate"] == first["accumulate"]
-
-
-def test_a_window_that_cannot_fit_is_one_error_line(tmp_path):
-    proc = run_cli("train", *LOOP, "parallel.memory_gb=0.000001", "--out", tmp_path / "r", fake_devices=8)
-    assert_one_line_error(
-        proc, "one window per device needs about", "parallel.memory_gb=1e-06", "model.remat=scan"
-    )

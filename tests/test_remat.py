@@ -37,7 +37,15 @@ def _grad_fn(model):
     return jax.jit(jax.value_and_grad(lambda p, b: loss_fn(p, b)[0]))
 
 
-@pytest.mark.parametrize("name,layout", CASES, ids=[f"{n}-{lay}" for n, lay in CASES])
+# egcn_h and gconv_lstm (17 s each on 2 cores) run with -m slow; the other Chebyshev models stay
+SLOW = {("egcn_h", "scan"), ("gconv_lstm", "scan")}
+
+
+@pytest.mark.parametrize(
+    "name,layout",
+    [pytest.param(n, lay, marks=[pytest.mark.slow] if (n, lay) in SLOW else []) for n, lay in CASES],
+    ids=[f"{n}-{lay}" for n, lay in CASES],
+)
 def test_remat_gives_the_same_loss_gradients_and_parameters(name, layout):
     tr = trainer(name, 1)
     assert tr.config.model.remat == "none"  # the default

@@ -1,8 +1,10 @@
-"""``model.remat`` measured: for every model, XLA's temp bytes of the compiled gradient step and its median
-time, without and with the time scan rematerialised, on one packed batch the size of a big graph.
+"""``model.remat`` and ``model.dtype`` measured: for every model, XLA's temp bytes of the compiled gradient
+step and its median time, without and with the time scan rematerialised, with float32 and bfloat16
+activations (``--dtypes``), on one packed batch the size of a big graph.
 
     python tools/bench_remat.py                                   # all models, docs/bench_remat.json
     python tools/bench_remat.py --models gcrn_gru tgcn --nodes 5000 --json /tmp/remat.json
+    python tools/bench_remat.py --dtypes float32                  # the float32 rows alone
 
 The batch is random (``synthetic_work``): ``--windows`` windows of ``--nodes / --windows`` nodes each,
 ``--edges`` edges per time offset and ``--pairs`` target pairs in all (defaults: a quarter of a
@@ -60,8 +62,8 @@ def synthetic_work(
     return DeviceWork(wins, pair_lists, labels)
 
 
-def measure(name: str, remat: str, layout: str, work, args) -> dict:
-    """Compile and time one (model, remat) case on ``work`` packed in ``layout``."""
+def measure(name: str, remat: str, layout: str, work, args, dtype: str = "float32") -> dict:
+    """Compile and time one (model, remat, dtype) case on ``work`` packed in ``layout``."""
     import jax
     import jax.numpy as jnp
 
@@ -72,7 +74,7 @@ def measure(name: str, remat: str, layout: str, work, args) -> dict:
 
     packed = pack_device(work, exact_need([work], layout=layout), args.window, (0.1, 0.9), layout)
     batch = {k: jnp.asarray(v) for k, v in packed.items()}
-    cfg = ModelConfig(name=name, hidden=args.hidden, head_hidden=args.head_hidden, remat=remat)
+    cfg = ModelConfig(name=name, hidden=args.hidden, head_hidden=args.head_hidden, remat=remat, dtype=dtype)
     model = create_model(cfg, args.features)
     params = jax.jit(model.init)(jax.random.key(0), batch)
     loss_fn = make_loss_fn(model)
@@ -90,6 +92,7 @@ def measure(name: str, remat: str, layout: str, work, args) -> dict:
     return {
         "model": name,
         "remat": remat,
+        "dtype": dtype,
         "layout": layout,
         "temp_bytes": int(mem.temp_size_in_bytes),
         "argument_bytes": int(mem.argument_size_in_bytes),
@@ -109,6 +112,7 @@ def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--models", nargs="+", default=sorted(ENCODERS), choices=sorted(ENCODERS))
     p.add_argument("--remat", nargs="+", default=["none", "scan"])
+    p.add_argument("--dtypes", default="float32,bfloat16", help="model.dtype values, comma-separated")
     p.add_argument("--layout", default="auto", choices=("auto", "scan"))
     p.add_argument("--nodes", type=int, default=5000)
     p.add_argument("--window", type=int, default=10)
@@ -124,19 +128,22 @@ def main(argv=None) -> dict:
 
     work = synthetic_work(args.nodes, args.window, args.edges, args.pairs, args.windows, args.features)
     rows = []
+    dtypes = [d for d in args.dtypes.split(",") if d]
     print(
-        f"{'model':<11} {'layout':<6} {'remat':<5} {'temp MB':>9} {'step s':>7} {'compile s':>9} {'load':>5}"
+        f"{'model':<11} {'layout':<6} {'remat':<5} {'dtype':<8} {'temp MB':>9} {'step s':>7} "
+        f"{'compile s':>9} {'load':>5}"
     )
     for name in args.models:
         layout = step_layout(Config(model=ModelConfig(name=name))) if args.layout == "auto" else "scan"
-        for remat in args.remat:
-            r = measure(name, remat, layout, work, args)
-            rows.append(r)
-            print(
-                f"{name:<11} {layout:<6} {remat:<5} {r['temp_bytes'] / 1e6:>9.1f} {r['step_s']:>7.3f} "
-                f"{r['compile_s']:>9.1f} {r['loadavg']:>5.2f}",
-                flush=True,
-            )
+        for dtype in dtypes:
+            for remat in args.remat:
+                r = measure(name, remat, layout, work, args, dtype)
+                rows.append(r)
+                print(
+                    f"{name:<11} {layout:<6} {remat:<5} {dtype:<8} {r['temp_bytes'] / 1e6:>9.1f} "
+                    f"{r['step_s']:>7.3f} {r['compile_s']:>9.1f} {r['loadavg']:>5.2f}",
+                    flush=True,
+                )
     out = {
         "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
         "cpu_count": os.cpu_count(),

@@ -35,15 +35,21 @@ from .head import LinkHead, NodeHead, dense_pair_scores
 from .mpnn_lstm import MPNNLSTM
 from .tgcn import TGCN
 
+
+def _common(cfg: ModelConfig) -> dict:
+    """The keys every encoder takes alike: ``model.remat`` and ``model.dtype``."""
+    return {"remat": cfg.remat, "dtype": cfg.dtype}
+
+
 ENCODERS = {
-    "egcn_o": lambda cfg, f: EvolveGCNO(f, cfg.hidden, cfg.layers, cfg.egcn_gru, remat=cfg.remat),
-    "egcn_h": lambda cfg, f: EvolveGCNH(f, cfg.hidden, cfg.layers, remat=cfg.remat),
-    "gcrn_gru": lambda cfg, f: GCRNGRU(f, cfg.hidden, cfg.layers, cfg.cheb_k, remat=cfg.remat),
-    "gconv_lstm": lambda cfg, f: GConvLSTM(f, cfg.hidden, cfg.layers, cfg.cheb_k, remat=cfg.remat),
-    "gc_lstm": lambda cfg, f: GCLSTM(f, cfg.hidden, cfg.layers, cfg.cheb_k, remat=cfg.remat),
-    "tgcn": lambda cfg, f: TGCN(f, cfg.hidden, cfg.layers, remat=cfg.remat),
-    "gcn_gru": lambda cfg, f: GCNGRU(f, cfg.hidden, cfg.layers, remat=cfg.remat),
-    "mpnn_lstm": lambda cfg, f: MPNNLSTM(f, cfg.hidden, remat=cfg.remat),
+    "egcn_o": lambda cfg, f: EvolveGCNO(f, cfg.hidden, cfg.layers, cfg.egcn_gru, **_common(cfg)),
+    "egcn_h": lambda cfg, f: EvolveGCNH(f, cfg.hidden, cfg.layers, **_common(cfg)),
+    "gcrn_gru": lambda cfg, f: GCRNGRU(f, cfg.hidden, cfg.layers, cfg.cheb_k, **_common(cfg)),
+    "gconv_lstm": lambda cfg, f: GConvLSTM(f, cfg.hidden, cfg.layers, cfg.cheb_k, **_common(cfg)),
+    "gc_lstm": lambda cfg, f: GCLSTM(f, cfg.hidden, cfg.layers, cfg.cheb_k, **_common(cfg)),
+    "tgcn": lambda cfg, f: TGCN(f, cfg.hidden, cfg.layers, **_common(cfg)),
+    "gcn_gru": lambda cfg, f: GCNGRU(f, cfg.hidden, cfg.layers, **_common(cfg)),
+    "mpnn_lstm": lambda cfg, f: MPNNLSTM(f, cfg.hidden, **_common(cfg)),
 }
 
 # Models whose graph convolutions read only their inputs, never the recurrent carry (see each module):
@@ -111,8 +117,8 @@ def create_model(cfg: ModelConfig, num_features: int, task: str = "link") -> nn.
     _check_name(cfg.name)
     encoder = ENCODERS[cfg.name](cfg, num_features)
     if task == "node_reg":
-        return NodeRegressor(encoder, NodeHead())
-    return LinkPredictor(encoder, LinkHead(cfg.head_hidden, cfg.head_chunk))
+        return NodeRegressor(encoder, NodeHead(cfg.dtype))
+    return LinkPredictor(encoder, LinkHead(cfg.head_hidden, cfg.head_chunk, cfg.dtype))
 
 
 __all__ = [

@@ -19,6 +19,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import jraph
+from jax.typing import DTypeLike
 
 from .graph_view import offset_graphs
 from .layers import GRUCell, gcn_aggregate, node_inputs, scan_steps
@@ -41,7 +42,7 @@ def window_topk(
     ranks = jnp.arange(k)
     pos = jnp.searchsorted(cum, start[:, None] + ranks[None, :], side="right")  # [slots, k]
     idx = order[jnp.minimum(pos, n - 1)]
-    rows = x[idx] * score[idx][..., None]
+    rows = x[idx] * score[idx][..., None].astype(x.dtype)
     return jnp.where((ranks[None, :] < totals[:, None])[..., None], rows, 0.0)
 
 
@@ -51,6 +52,7 @@ def _uniform(bound: float):
 
 class _Step(nn.Module):
     dims: tuple[int, ...]
+    dtype: DTypeLike = jnp.float32  # compute dtype (model.dtype): of the evolved weights too
 
     @nn.compact
     def __call__(self, carry, xs):
@@ -61,9 +63,10 @@ class _Step(nn.Module):
         for i, w in enumerate(weights):
             fan_in = self.dims[i]
             p = self.param(f"pool_{i}", _uniform(fan_in**-0.5), (fan_in,))  # PyG's TopKPooling init
-            score = jnp.tanh(h @ p / jnp.linalg.norm(p))
+            # scores in float32 whatever h's dtype: bfloat16 would tie nodes the top-k must order
+            score = jnp.tanh(h.astype(jnp.float32) @ p / jnp.linalg.norm(p))
             pooled = window_topk(h, score, node_window, node_count, slots, fan_in)  # [S, in, in]
-            w = GRUCell(self.dims[i + 1], name=f"evolve_{i}")(pooled, w)  # [S, in, out]
+            w = GRUCell(self.dims[i + 1], self.dtype, name=f"evolve_{i}")(pooled, w)  # [S, in, out]
             new_weights.append(w)
             hw = jax.lax.ragged_dot(h, w, graph.n_node)  # every window slot (graph) by its own weights
             h = jax.nn.relu(gcn_aggregate(graph._replace(nodes=hw)))
@@ -77,25 +80,29 @@ class EvolveGCNH(nn.Module):
     hidden: int
     layers: int = 2
     remat: str = "none"  # model.remat: rematerialise the time scan's body (layers.time_scan)
+    dtype: str = "float32"  # model.dtype: the activations' dtype (layers.compute_dtype)
 
     @nn.compact
     def __call__(self, batch: dict) -> jax.Array:
+        x = node_inputs(batch, self.num_features, self.dtype)
         dims = (self.num_features,) + (self.hidden,) * self.layers
         n = batch["node_window"].shape[0]
         slots = batch["window_sizes"].shape[0]
         init = nn.initializers.glorot_uniform()
         weights = tuple(
             jnp.broadcast_to(
-                self.param(f"gcn_{i}", init, (dims[i], dims[i + 1])), (slots, dims[i], dims[i + 1])
+                self.param(f"gcn_{i}", init, (dims[i], dims[i + 1])).astype(x.dtype),
+                (slots, dims[i], dims[i + 1]),
             )
             for i in range(self.layers)
         )
         w_len = batch["senders"].shape[0]
         per_tau = lambda a: jnp.broadcast_to(a, (w_len, *a.shape))  # noqa: E731
         xs = (
-            offset_graphs(batch, node_inputs(batch, self.num_features)),
+            offset_graphs(batch, x),
             per_tau(batch["node_window"]),
             per_tau(batch["node_count"]),
         )
-        (_, h), _ = scan_steps(_Step, remat=self.remat, dims=dims)((weights, jnp.zeros((n, self.hidden))), xs)
+        step = scan_steps(_Step, remat=self.remat, dims=dims, dtype=x.dtype)
+        (_, h), _ = step((weights, jnp.zeros((n, self.hidden), x.dtype)), xs)
         return h

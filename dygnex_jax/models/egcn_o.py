@@ -29,9 +29,10 @@ from __future__ import annotations
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+from jax.typing import DTypeLike
 
 from .graph_view import at_offset, flat_graph, offset_graphs
-from .layers import LOCAL, Comm, GRUCell, MatrixGRU, gcn_aggregate, node_inputs, time_scan
+from .layers import LOCAL, Comm, GRUCell, MatrixGRU, compute_dtype, gcn_aggregate, node_inputs, time_scan
 
 
 def _offsets(batch: dict) -> int:
@@ -43,16 +44,19 @@ class _Step(nn.Module):
     dims: tuple[int, ...]
     gru: str
     comm: Comm = LOCAL
+    dtype: DTypeLike = jnp.float32  # compute dtype (model.dtype): of the evolved weights too
 
     @nn.compact
     def __call__(self, carry, xs):
         weights, h_prev = carry
         graph, valid = xs  # graph: this offset's GraphsTuple (nodes = inputs); None: the weights alone
         if self.gru == "rows":
-            new_weights = tuple(GRUCell(w.shape[1], name=f"evolve_{i}")(w, w) for i, w in enumerate(weights))
+            new_weights = tuple(
+                GRUCell(w.shape[1], self.dtype, name=f"evolve_{i}")(w, w) for i, w in enumerate(weights)
+            )
         else:
             new_weights = tuple(
-                MatrixGRU(self.dims[i], self.dims[i + 1], name=f"evolve_{i}")(w)
+                MatrixGRU(self.dims[i], self.dims[i + 1], self.dtype, name=f"evolve_{i}")(w)
                 for i, w in enumerate(weights)
             )
         # a padded (invalid) time offset leaves the carry as it was
@@ -75,6 +79,7 @@ class EvolveGCNO(nn.Module):
     gru: str = "rows"
     comm: Comm = LOCAL  # vertex partition: how to reach other devices' nodes (identity by default)
     remat: str = "none"  # model.remat: rematerialise the time scan's body (layers.time_scan)
+    dtype: str = "float32"  # model.dtype: the activations' dtype (layers.compute_dtype)
 
     def setup(self):
         dims = (self.num_features,) + (self.hidden,) * self.layers
@@ -82,21 +87,22 @@ class EvolveGCNO(nn.Module):
         self.initial_weights = tuple(
             self.param(f"gcn_{i}", init, (dims[i], dims[i + 1])) for i in range(self.layers)
         )
-        self.step = time_scan(_Step, self.remat)(dims, self.gru, self.comm)
+        self.step = time_scan(_Step, self.remat)(dims, self.gru, self.comm, compute_dtype(self.dtype))
 
     def initial_carry(self, n: int):
-        """The carry at the start of a window: the learned initial GCN weights (``n`` is unused)."""
+        """The carry at the start of a window: the learned initial GCN weights in the compute dtype (``n``
+        is unused)."""
         del n
-        return self.initial_weights
+        return tuple(w.astype(compute_dtype(self.dtype)) for w in self.initial_weights)
 
     def advance(self, carry, xs: dict):
         """Run the time offsets of ``xs`` (feat [T, N] or x [T, N, F], senders/receivers/edge_mask [T, E],
         optional valid [T]) from ``carry``. Returns (carry after them, [N, hidden] embeddings at the last
         valid offset; zeros if none is valid)."""
-        x = node_inputs(xs, self.num_features)  # [T, N, F]
+        x = node_inputs(xs, self.num_features, self.dtype)  # [T, N, F]
         valid = xs.get("valid", jnp.ones(x.shape[0], bool))
         seq = (offset_graphs(xs, x), valid)
-        (weights, h), _ = self.step((carry, jnp.zeros((x.shape[1], self.hidden))), seq)
+        (weights, h), _ = self.step((carry, jnp.zeros((x.shape[1], self.hidden), x.dtype)), seq)
         return weights, h
 
     def __call__(self, batch: dict) -> jax.Array:
@@ -109,7 +115,7 @@ class EvolveGCNO(nn.Module):
     def evolved_weights(self, valid: jax.Array) -> tuple[jax.Array, ...]:
         """The GCN weights of every time offset, per layer [W, in, out] (``valid`` [W]: a padded offset
         keeps the previous weights): the recurrence alone, which never reads the graph."""
-        _, per_tau = self.step((self.initial_weights, None), (None, valid))
+        _, per_tau = self.step((self.initial_carry(0), None), (None, valid))
         return per_tau
 
     def last(self, batch: dict) -> jax.Array:
@@ -122,7 +128,7 @@ class EvolveGCNO(nn.Module):
                 "the last-offset layout holds one device's whole graph: vertex partition needs 'scan'"
             )
         last = {k: batch[k][-1:] for k in ("x", "feat") if k in batch}
-        graph = at_offset(offset_graphs(batch, node_inputs(last, self.num_features)), 0)  # offset W-1
+        graph = at_offset(offset_graphs(batch, node_inputs(last, self.num_features, self.dtype)), 0)  # W-1
         per_tau = self.evolved_weights(jnp.ones(_offsets(batch), bool))
         h = graph.nodes  # [N, F]
         for w in per_tau:
@@ -137,7 +143,7 @@ class EvolveGCNO(nn.Module):
             raise ValueError(
                 "the flat edge layout holds one device's whole graph: vertex partition needs 'scan'"
             )
-        x = node_inputs(batch, self.num_features)  # [W, N, F]
+        x = node_inputs(batch, self.num_features, self.dtype)  # [W, N, F]
         w_len, n = x.shape[:2]
         valid = batch.get("valid", jnp.ones(w_len, bool))
         per_tau = self.evolved_weights(valid)  # per layer [W, in, out]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+from jax.typing import DTypeLike
 
 from .layers import ChebConv, GraphLSTMEncoder
 
@@ -21,6 +22,7 @@ class GCLSTMCell(nn.Module):
 
     hidden: int
     k: int = 2
+    dtype: DTypeLike = jnp.float32  # compute dtype (model.dtype); h', c' in it
 
     @nn.compact
     def __call__(self, x, state, graph):
@@ -28,9 +30,10 @@ class GCLSTMCell(nn.Module):
         glorot = nn.initializers.glorot_uniform()
 
         def pre(gate):
-            w = self.param(f"W_{gate}", glorot, (x.shape[-1], self.hidden))
-            b = self.param(f"b_{gate}", nn.initializers.zeros, (self.hidden,))
-            return x @ w + ChebConv(self.hidden, self.k, name=f"conv_{gate}")(h, graph) + b
+            w = self.param(f"W_{gate}", glorot, (x.shape[-1], self.hidden)).astype(self.dtype)
+            b = self.param(f"b_{gate}", nn.initializers.zeros, (self.hidden,)).astype(self.dtype)
+            conv = ChebConv(self.hidden, self.k, dtype=self.dtype, name=f"conv_{gate}")
+            return x.astype(self.dtype) @ w + conv(h, graph) + b
 
         i = jax.nn.sigmoid(pre("i"))
         f = jax.nn.sigmoid(pre("f"))

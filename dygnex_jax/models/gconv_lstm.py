@@ -11,6 +11,7 @@ from __future__ import annotations
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+from jax.typing import DTypeLike
 
 from .layers import ChebConv, GraphLSTMEncoder
 
@@ -21,6 +22,7 @@ class GConvLSTMCell(nn.Module):
 
     hidden: int
     k: int = 2
+    dtype: DTypeLike = jnp.float32  # compute dtype (model.dtype); h', c' in it
 
     @nn.compact
     def __call__(self, x, state, graph):
@@ -28,15 +30,15 @@ class GConvLSTMCell(nn.Module):
         glorot = nn.initializers.glorot_uniform()
 
         def conv(gate):
-            return ChebConv(self.hidden, self.k, name=f"x_{gate}")(x, graph) + ChebConv(
-                self.hidden, self.k, name=f"h_{gate}"
-            )(h, graph)
+            x_conv = ChebConv(self.hidden, self.k, dtype=self.dtype, name=f"x_{gate}")
+            h_conv = ChebConv(self.hidden, self.k, dtype=self.dtype, name=f"h_{gate}")
+            return x_conv(x, graph) + h_conv(h, graph)
 
         def peep(gate):
-            return self.param(f"w_c_{gate}", glorot, (1, self.hidden))[0]
+            return self.param(f"w_c_{gate}", glorot, (1, self.hidden))[0].astype(self.dtype)
 
         def bias(gate):
-            return self.param(f"b_{gate}", nn.initializers.zeros, (self.hidden,))
+            return self.param(f"b_{gate}", nn.initializers.zeros, (self.hidden,)).astype(self.dtype)
 
         i = jax.nn.sigmoid(conv("i") + peep("i") * c + bias("i"))
         f = jax.nn.sigmoid(conv("f") + peep("f") * c + bias("f"))

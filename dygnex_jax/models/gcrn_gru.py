@@ -12,9 +12,10 @@ from __future__ import annotations
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+from jax.typing import DTypeLike
 
 from .graph_view import offset_graphs
-from .layers import LOCAL, ChebConv, Comm, node_inputs, time_scan
+from .layers import LOCAL, ChebConv, Comm, compute_dtype, node_inputs, time_scan
 
 
 class GConvGRUCell(nn.Module):
@@ -23,11 +24,12 @@ class GConvGRUCell(nn.Module):
     hidden: int
     k: int = 2
     comm: Comm = LOCAL
+    dtype: DTypeLike = jnp.float32  # compute dtype (model.dtype); h' in it
 
     @nn.compact
     def __call__(self, x, h, graph):
         def conv(name, v):
-            return ChebConv(self.hidden, self.k, self.comm, name=name)(v, graph)
+            return ChebConv(self.hidden, self.k, self.comm, self.dtype, name=name)(v, graph)
 
         z = jax.nn.sigmoid(conv("x_z", x) + conv("h_z", h))
         r = jax.nn.sigmoid(conv("x_r", x) + conv("h_r", h))
@@ -40,6 +42,7 @@ class _Step(nn.Module):
     layers: int
     k: int
     comm: Comm = LOCAL
+    dtype: DTypeLike = jnp.float32
 
     @nn.compact
     def __call__(self, states, xs):
@@ -47,7 +50,7 @@ class _Step(nn.Module):
         x = graph.nodes
         new = []
         for i, h in enumerate(states):
-            x = GConvGRUCell(self.hidden, self.k, self.comm, name=f"cell_{i}")(x, h, graph)
+            x = GConvGRUCell(self.hidden, self.k, self.comm, self.dtype, name=f"cell_{i}")(x, h, graph)
             new.append(jnp.where(valid, x, h))  # a padded (invalid) time offset keeps the state
         return tuple(new), None
 
@@ -61,18 +64,20 @@ class GCRNGRU(nn.Module):
     cheb_k: int = 2
     comm: Comm = LOCAL  # vertex partition: how to reach other devices' nodes (identity by default)
     remat: str = "none"  # model.remat: rematerialise the time scan's body (layers.time_scan)
+    dtype: str = "float32"  # model.dtype: the activations' dtype (layers.compute_dtype)
 
     def setup(self):
-        self.step = time_scan(_Step, self.remat)(self.hidden, self.layers, self.cheb_k, self.comm)
+        dtype = compute_dtype(self.dtype)
+        self.step = time_scan(_Step, self.remat)(self.hidden, self.layers, self.cheb_k, self.comm, dtype)
 
     def initial_carry(self, n: int):
-        """Zero hidden states [N, hidden] of every layer."""
-        return tuple(jnp.zeros((n, self.hidden)) for _ in range(self.layers))
+        """Zero hidden states [N, hidden] of every layer (in the compute dtype)."""
+        return tuple(jnp.zeros((n, self.hidden), compute_dtype(self.dtype)) for _ in range(self.layers))
 
     def advance(self, carry, xs: dict):
         """Run the time offsets of ``xs`` (feat [T, N] or x [T, N, F], senders/receivers/edge_mask [T, E],
         optional valid [T]) from ``carry``. Returns (states after them, last layer's state [N, hidden])."""
-        x = node_inputs(xs, self.num_features)  # [T, N, F]
+        x = node_inputs(xs, self.num_features, self.dtype)  # [T, N, F]
         valid = xs.get("valid", jnp.ones(x.shape[0], bool))
         seq = (offset_graphs(xs, x), valid)
         states, _ = self.step(carry, seq)

@@ -5,6 +5,10 @@ it is computed once per node and gathered per pair, so its cost scales with the 
 target pairs (Q is 5-25x N with 10 negatives per positive). Same parameters and values as a ``Dense`` on
 the concatenation (``hidden/kernel`` [2H, hidden]), up to float32 reassociation.
 
+Compute dtype (``model.dtype``): a head computes in its ``dtype`` (the embeddings' and the [Q, hidden]
+pair activations'; float32 parameters cast where used) and returns float32 logits / values, so the loss
+is float32 in either. The evaluation scorers (``dense_pair_scores``, ``pair_scores``) run in float32.
+
 Both heads start as their PyTorch twins do (``torch.nn.Linear``'s uniform weights and biases; EvolveGCN's
 classifier and PyG-Temporal's examples use it), like the encoders start as PyG-T's layers.
 """
@@ -13,8 +17,9 @@ from __future__ import annotations
 
 import flax.linen as nn
 import jax
+import jax.numpy as jnp
 
-from .layers import TORCH_LINEAR_KERNEL, torch_linear, torch_uniform
+from .layers import TORCH_LINEAR_KERNEL, compute_dtype, torch_linear, torch_uniform
 
 
 class _SplitDense(nn.Module):
@@ -25,9 +30,10 @@ class _SplitDense(nn.Module):
 
     @nn.compact
     def __call__(self, h: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """[N, H] -> the src and dst halves [N, features], in h's dtype."""
         half = h.shape[-1]
-        kernel = self.param("kernel", TORCH_LINEAR_KERNEL, (2 * half, self.features))
-        bias = self.param("bias", torch_uniform(2 * half), (self.features,))
+        kernel = self.param("kernel", TORCH_LINEAR_KERNEL, (2 * half, self.features)).astype(h.dtype)
+        bias = self.param("bias", torch_uniform(2 * half), (self.features,)).astype(h.dtype)
         return h @ kernel[:half] + bias, h @ kernel[half:]
 
 
@@ -56,21 +62,25 @@ class LinkHead(nn.Module):
     chunks of ``chunk`` under ``jax.checkpoint``: the backward pass recomputes a chunk's [chunk, hidden]
     activations instead of keeping [Q, hidden] of them, so the head's memory no longer grows with Q
     beyond its [Q, 2] logits (Q is 10-25x the nodes with 10 training negatives per positive). Same
-    parameters; the logits are the unchunked ones row by row, gradients equal up to float32 summation order."""
+    parameters; the logits are the unchunked ones row by row, gradients equal up to float32 summation order.
+    ``dtype``: the compute dtype (``model.dtype``); the logits are float32."""
 
     hidden: int
     chunk: int = 0
+    dtype: str = "float32"  # model.dtype
 
     @nn.compact
     def __call__(self, h: jax.Array, src: jax.Array, dst: jax.Array) -> jax.Array:
-        """Node embeddings [N, H], pair ends [Q] -> [Q, 2] logits (class 0: non-edge, class 1: edge)."""
-        a, b = _SplitDense(self.hidden, name="hidden")(h)
-        kernel, bias = _LinearParams(2, self.hidden, name="out")()
+        """Node embeddings [N, H], pair ends [Q] -> [Q, 2] float32 logits (class 0: non-edge, class 1: edge)."""
+        dt = compute_dtype(self.dtype)
+        a, b = _SplitDense(self.hidden, name="hidden")(h.astype(dt))
+        kernel, bias = (p.astype(dt) for p in _LinearParams(2, self.hidden, name="out")())
         if not 0 < self.chunk < src.shape[0]:
-            return jax.nn.relu(a[src] + b[dst]) @ kernel + bias
-        ends = jax.numpy.stack([src, dst], axis=1)
+            return (jax.nn.relu(a[src] + b[dst]) @ kernel + bias).astype(jnp.float32)
+        ends = jnp.stack([src, dst], axis=1)
         logits = jax.checkpoint(_pair_logits)
-        return jax.lax.map(lambda e: logits(a, b, kernel, bias, e[None])[0], ends, batch_size=self.chunk)
+        out = jax.lax.map(lambda e: logits(a, b, kernel, bias, e[None])[0], ends, batch_size=self.chunk)
+        return out.astype(jnp.float32)
 
 
 def dense_pair_scores(head_params: dict, h_src: jax.Array, h_dst: jax.Array) -> jax.Array:
@@ -110,8 +120,11 @@ def pair_scores(head_params: dict, h: jax.Array, src: jax.Array, dst: jax.Array)
 
 class NodeHead(nn.Module):
     """Node-regression head of PyG-Temporal's examples: ReLU, then ``Linear(hidden, 1)``.
-    Node embeddings [N, H] -> [N] predicted values."""
+    Node embeddings [N, H] -> [N] float32 predicted values (computed in ``dtype``, ``model.dtype``)."""
+
+    dtype: str = "float32"  # model.dtype
 
     @nn.compact
     def __call__(self, h: jax.Array) -> jax.Array:
-        return torch_linear(1, h.shape[-1], name="out")(jax.nn.relu(h))[:, 0]
+        dt = compute_dtype(self.dtype)
+        return torch_linear(1, h.shape[-1], "out", dt)(jax.nn.relu(h.astype(dt)))[:, 0].astype(jnp.float32)

@@ -12,6 +12,13 @@ then holds the device's own n nodes, ``receivers`` are local ids (a device holds
 receiver it owns) and ``senders`` index the rows of ``comm.gather(h)`` (all devices' nodes). A ``Comm``
 is how a model asks for the other devices' rows without seeing a mesh; the default ``LOCAL`` is the
 identity (one device holds everything), and then the operators are exactly the single-device ones.
+
+Compute dtype (``model.dtype``, ``compute_dtype``): every layer here takes a ``dtype``, the dtype of its
+activations and of its matmul / aggregation inputs; parameters are float32 in either (flax's
+``param_dtype``) and cast to ``dtype`` where they are used, so the parameter tree is one and the same.
+The operators return rows in the dtype of their input rows; degrees, normalisation coefficients and the
+segment sums over edges are float32 (a bfloat16 sum of a hub's hundreds of messages would keep 8 bits).
+With "float32" every cast is the identity: the program is the float32 one, bit for bit.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import jraph
+from jax.typing import DTypeLike
 
 from .graph_view import offset_graphs
 
@@ -54,6 +62,26 @@ class Comm:
 
 LOCAL = Comm()
 
+# ``model.dtype`` (config.py) -> the compute dtype of activations
+COMPUTE_DTYPES: dict[str, jnp.dtype] = {
+    "float32": jnp.dtype(jnp.float32),
+    "bfloat16": jnp.dtype(jnp.bfloat16),
+}
+
+
+def compute_dtype(name: str) -> jnp.dtype:
+    """The activations' dtype of ``model.dtype`` ``name`` ("float32" or "bfloat16")."""
+    if name not in COMPUTE_DTYPES:
+        raise ValueError(f"model.dtype must be one of {', '.join(COMPUTE_DTYPES)}, got {name!r}")
+    return COMPUTE_DTYPES[name]
+
+
+def _segment_sum(data: jax.Array, segment_ids: jax.Array, num_segments: int) -> jax.Array:
+    """``jraph.segment_sum`` accumulated in float32, returned in ``data``'s dtype (the identity's cast
+    for float32 data)."""
+    out = jraph.segment_sum(data.astype(jnp.float32), segment_ids, num_segments=num_segments)
+    return out.astype(data.dtype)
+
 
 def gcn_aggregate(graph: jraph.GraphsTuple, comm: Comm = LOCAL) -> jax.Array:
     """``D^-1/2 (A + S) D^-1/2 h`` (Kipf & Welling) with PyG ``gcn_norm``'s edge weights, ``h`` =
@@ -63,20 +91,21 @@ def gcn_aggregate(graph: jraph.GraphsTuple, comm: Comm = LOCAL) -> jax.Array:
 
     Args: graph: a ``jraph.GraphsTuple`` (graph_view.py), nodes [N, F] (own nodes), edges / senders /
       receivers [E] (an edge list alone: ``graph_view.edge_list_graph``); comm (see module doc).
-      Returns [N, F].
+      Returns [N, F] in ``h``'s dtype (degrees and the sums over edges in float32).
     """
     h, senders, receivers, edge_mask = graph.nodes, graph.senders, graph.receivers, graph.edges
     n = h.shape[0]
     loop = senders == comm.to_global(receivers, n)  # receivers are own nodes
     w = jnp.where(loop, 0.0, edge_mask)
-    has_loop = jraph.segment_sum((loop & (edge_mask != 0)).astype(h.dtype), receivers, num_segments=n) > 0
+    has_loop = jraph.segment_sum((loop & (edge_mask != 0)).astype(jnp.float32), receivers, num_segments=n) > 0
     loop_w = jraph.segment_sum(jnp.where(loop, edge_mask, 0.0), receivers, num_segments=n)
     self_w = jnp.where(has_loop, loop_w, 1.0)
     deg = jraph.segment_sum(w, receivers, num_segments=n) + self_w
     inv = jnp.where(deg > 0, jax.lax.rsqrt(jnp.maximum(deg, 1e-30)), 0.0)
     coef = w * comm.gather(inv)[senders] * inv[receivers]
-    agg = jraph.segment_sum(comm.gather(h)[senders] * coef[:, None], receivers, num_segments=n)
-    return agg + h * (self_w * inv * inv)[:, None]
+    msg = comm.gather(h)[senders] * coef.astype(h.dtype)[:, None]  # messages in h's dtype
+    agg = jraph.segment_sum(msg.astype(jnp.float32), receivers, num_segments=n)  # summed in float32
+    return (agg + h * (self_w * inv * inv).astype(h.dtype)[:, None]).astype(h.dtype)
 
 
 def scaled_laplacian(graph: jraph.GraphsTuple, comm: Comm = LOCAL) -> jax.Array:
@@ -87,7 +116,7 @@ def scaled_laplacian(graph: jraph.GraphsTuple, comm: Comm = LOCAL) -> jax.Array:
 
     Args: graph: a ``jraph.GraphsTuple`` (graph_view.py), nodes [N, F] (own nodes), edges / senders /
       receivers [E] (an edge list alone: ``graph_view.edge_list_graph``); comm (see module doc).
-      Returns [N, F].
+      Returns [N, F] in ``h``'s dtype (degrees and the sums over edges in float32).
     """
     h, senders, receivers, edge_mask = graph.nodes, graph.senders, graph.receivers, graph.edges
     h_all = comm.gather(h)
@@ -96,7 +125,7 @@ def scaled_laplacian(graph: jraph.GraphsTuple, comm: Comm = LOCAL) -> jax.Array:
     deg = comm.sum(jraph.segment_sum(w, senders, num_segments=h_all.shape[0]))
     inv = jnp.where(deg > 0, jax.lax.rsqrt(jnp.maximum(deg, 1e-12)), 0.0)
     coef = -w * inv[senders] * comm.own(inv)[receivers]
-    return jraph.segment_sum(h_all[senders] * coef[:, None], receivers, num_segments=h.shape[0])
+    return _segment_sum(h_all[senders] * coef.astype(h.dtype)[:, None], receivers, h.shape[0])
 
 
 class ChebConv(nn.Module):
@@ -105,28 +134,31 @@ class ChebConv(nn.Module):
     features: int
     k: int = 2
     comm: Comm = LOCAL
+    dtype: DTypeLike = jnp.float32  # compute dtype (model.dtype)
 
     @nn.compact
     def __call__(self, x: jax.Array, graph: jraph.GraphsTuple) -> jax.Array:
-        """``x`` [N, F] on the edges of ``graph`` (its nodes are not read) -> [N, features]."""
-        tx0 = x
-        out = pyg_linear(self.features, "lin_0")(tx0)
+        """``x`` [N, F] on the edges of ``graph`` (its nodes are not read) -> [N, features] in ``dtype``."""
+        tx0 = x = x.astype(self.dtype)
+        out = pyg_linear(self.features, "lin_0", self.dtype)(tx0)
         if self.k > 1:
             tx1 = scaled_laplacian(graph._replace(nodes=x), self.comm)
-            out = out + pyg_linear(self.features, "lin_1")(tx1)
+            out = out + pyg_linear(self.features, "lin_1", self.dtype)(tx1)
             for i in range(2, self.k):
                 tx2 = 2.0 * scaled_laplacian(graph._replace(nodes=tx1), self.comm) - tx0
-                out = out + pyg_linear(self.features, f"lin_{i}")(tx2)
+                out = out + pyg_linear(self.features, f"lin_{i}", self.dtype)(tx2)
                 tx0, tx1 = tx1, tx2
-        return out + self.param("bias", nn.initializers.zeros, (self.features,))
+        return out + self.param("bias", nn.initializers.zeros, (self.features,)).astype(self.dtype)
 
 
-def node_inputs(batch: dict, num_features: int) -> jax.Array:
-    """[W, N, F] float node inputs of a packed batch: ``batch["x"]`` when the task has real-valued
-    features, else the one-hot of the categories ``batch["feat"]`` (degree buckets)."""
+def node_inputs(batch: dict, num_features: int, dtype: str = "float32") -> jax.Array:
+    """[W, N, F] node inputs of a packed batch in the compute dtype ``dtype`` (``model.dtype``, checked
+    here: every encoder's entry): ``batch["x"]`` when the task has real-valued features, else the
+    one-hot of the categories ``batch["feat"]`` (degree buckets)."""
+    dt = compute_dtype(dtype)
     if "x" in batch:
-        return batch["x"].astype(jnp.float32)
-    return jax.nn.one_hot(batch["feat"], num_features, dtype=jnp.float32)
+        return batch["x"].astype(dt)
+    return jax.nn.one_hot(batch["feat"], num_features, dtype=dt)
 
 
 # ``model.remat`` (config.py) -> the ``jax.checkpoint`` policy of the time scan's body: "none" is no
@@ -170,24 +202,31 @@ def torch_uniform(fan_in: int) -> Callable:
 TORCH_LINEAR_KERNEL = nn.initializers.variance_scaling(1.0 / 3.0, "fan_in", "uniform")
 
 
-def torch_linear(features: int, fan_in: int, name: str | None = None) -> nn.Dense:
+def torch_linear(
+    features: int, fan_in: int, name: str | None = None, dtype: DTypeLike = jnp.float32
+) -> nn.Dense:
     """``nn.Dense`` initialised as ``torch.nn.Linear(fan_in, features)``: kernel and bias uniform in
     ``+-1/sqrt(fan_in)`` (torch's kaiming-uniform with ``a = sqrt(5)``, and its bias rule). ``name``: None
-    inside ``setup`` (the attribute names it)."""
-    return nn.Dense(features, kernel_init=TORCH_LINEAR_KERNEL, bias_init=torch_uniform(fan_in), name=name)
+    inside ``setup`` (the attribute names it). ``dtype``: the compute dtype (float32 parameters, as in
+    every ``nn.Dense`` here)."""
+    return nn.Dense(
+        features, kernel_init=TORCH_LINEAR_KERNEL, bias_init=torch_uniform(fan_in), name=name, dtype=dtype
+    )
 
 
-def pyg_linear(features: int, name: str) -> nn.Dense:
+def pyg_linear(features: int, name: str, dtype: DTypeLike = jnp.float32) -> nn.Dense:
     """``nn.Dense`` without bias, initialised as the ``Linear(..., bias=False, weight_initializer="glorot")``
-    inside PyG's ``GCNConv`` and ``ChebConv``: Glorot-uniform kernel."""
-    return nn.Dense(features, use_bias=False, kernel_init=nn.initializers.glorot_uniform(), name=name)
+    inside PyG's ``GCNConv`` and ``ChebConv``: Glorot-uniform kernel; ``dtype``: the compute dtype."""
+    return nn.Dense(
+        features, use_bias=False, kernel_init=nn.initializers.glorot_uniform(), name=name, dtype=dtype
+    )
 
 
-def torch_rnn_dense(features: int, hidden: int, name: str) -> nn.Dense:
+def torch_rnn_dense(features: int, hidden: int, name: str, dtype: DTypeLike = jnp.float32) -> nn.Dense:
     """``nn.Dense`` initialised as one of ``torch.nn.GRU`` / ``LSTM``'s ``weight_*`` + ``bias_*`` pairs:
-    kernel and bias uniform in ``+-1/sqrt(hidden)``."""
+    kernel and bias uniform in ``+-1/sqrt(hidden)``; ``dtype``: the compute dtype."""
     init = torch_uniform(hidden)
-    return nn.Dense(features, kernel_init=init, bias_init=init, name=name)
+    return nn.Dense(features, kernel_init=init, bias_init=init, name=name, dtype=dtype)
 
 
 class GCNConv(nn.Module):
@@ -196,13 +235,14 @@ class GCNConv(nn.Module):
 
     features: int
     use_bias: bool = True
+    dtype: DTypeLike = jnp.float32  # compute dtype (model.dtype)
 
     @nn.compact
     def __call__(self, x: jax.Array, graph: jraph.GraphsTuple) -> jax.Array:
-        """``x`` [N, F] on the edges of ``graph`` (its nodes are not read) -> [N, features]."""
-        out = gcn_aggregate(graph._replace(nodes=pyg_linear(self.features, "lin")(x)))
+        """``x`` [N, F] on the edges of ``graph`` (its nodes are not read) -> [N, features] in ``dtype``."""
+        out = gcn_aggregate(graph._replace(nodes=pyg_linear(self.features, "lin", self.dtype)(x)))
         if self.use_bias:
-            out = out + self.param("bias", nn.initializers.zeros, (self.features,))
+            out = out + self.param("bias", nn.initializers.zeros, (self.features,)).astype(self.dtype)
         return out
 
 
@@ -216,11 +256,13 @@ class GRUCell(nn.Module):
     """
 
     hidden: int
+    dtype: DTypeLike = jnp.float32  # compute dtype (model.dtype); h' in it
 
     @nn.compact
     def __call__(self, x: jax.Array, h: jax.Array) -> jax.Array:
-        gi = torch_rnn_dense(3 * self.hidden, self.hidden, "ih")(x)
-        gh = torch_rnn_dense(3 * self.hidden, self.hidden, "hh")(h)
+        h = h.astype(self.dtype)
+        gi = torch_rnn_dense(3 * self.hidden, self.hidden, "ih", self.dtype)(x)
+        gh = torch_rnn_dense(3 * self.hidden, self.hidden, "hh", self.dtype)(h)
         ir, iz, i_n = jnp.split(gi, 3, axis=-1)
         hr, hz, hn = jnp.split(gh, 3, axis=-1)
         r = jax.nn.sigmoid(ir + hr)
@@ -234,11 +276,12 @@ class LSTMCell(nn.Module):
     ``GRUCell`` with 4H columns (and torch's initialisation). Returns ``(h', c')``."""
 
     hidden: int
+    dtype: DTypeLike = jnp.float32  # compute dtype (model.dtype); h', c' in it
 
     @nn.compact
     def __call__(self, x: jax.Array, h: jax.Array, c: jax.Array) -> tuple[jax.Array, jax.Array]:
-        g = torch_rnn_dense(4 * self.hidden, self.hidden, "ih")(x)
-        g = g + torch_rnn_dense(4 * self.hidden, self.hidden, "hh")(h)
+        g = torch_rnn_dense(4 * self.hidden, self.hidden, "ih", self.dtype)(x)
+        g = g + torch_rnn_dense(4 * self.hidden, self.hidden, "hh", self.dtype)(h)
         i, f, gg, o = jnp.split(g, 4, axis=-1)
         c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(gg)
         return jax.nn.sigmoid(o) * jnp.tanh(c), c
@@ -253,15 +296,17 @@ class MatrixGRU(nn.Module):
 
     rows: int
     cols: int
+    dtype: DTypeLike = jnp.float32  # compute dtype (model.dtype); Q' in it
 
     @nn.compact
     def __call__(self, q: jax.Array) -> jax.Array:
         init = nn.initializers.glorot_uniform()
+        q = q.astype(self.dtype)
 
         def gate(name, act, x, h):
-            w = self.param(f"{name}_W", init, (self.rows, self.rows))
-            u = self.param(f"{name}_U", init, (self.rows, self.rows))
-            b = self.param(f"{name}_b", nn.initializers.zeros, (self.rows, self.cols))
+            w = self.param(f"{name}_W", init, (self.rows, self.rows)).astype(self.dtype)
+            u = self.param(f"{name}_U", init, (self.rows, self.rows)).astype(self.dtype)
+            b = self.param(f"{name}_b", nn.initializers.zeros, (self.rows, self.cols)).astype(self.dtype)
             return act(w @ x + u @ h + b)
 
         z = gate("update", jax.nn.sigmoid, q, q)
@@ -278,13 +323,14 @@ class _LSTMStackStep(nn.Module):
     hidden: int
     layers: int
     k: int
+    dtype: DTypeLike = jnp.float32
 
     @nn.compact
     def __call__(self, states, graph):
         x = graph.nodes
         new = []
         for i, state in enumerate(states):
-            h, c = self.cell(self.hidden, self.k, name=f"cell_{i}")(x, state, graph)
+            h, c = self.cell(self.hidden, self.k, self.dtype, name=f"cell_{i}")(x, state, graph)
             new.append((h, c))
             x = h
         return tuple(new), None
@@ -299,14 +345,16 @@ class GraphLSTMEncoder(nn.Module):
     layers: int = 1
     cheb_k: int = 2
     remat: str = "none"  # model.remat: rematerialise the time scan's body (``time_scan``)
+    dtype: str = "float32"  # model.dtype: the activations' dtype (``compute_dtype``)
     cell = None  # a class attribute of the subclass, not a field
 
     @nn.compact
     def __call__(self, batch: dict) -> jax.Array:
         n = batch["node_window"].shape[0]
-        zeros = jnp.zeros((n, self.hidden))
+        x = node_inputs(batch, self.num_features, self.dtype)
+        zeros = jnp.zeros((n, self.hidden), x.dtype)
         states = tuple((zeros, zeros) for _ in range(self.layers))
-        xs = offset_graphs(batch, node_inputs(batch, self.num_features))
+        xs = offset_graphs(batch, x)
         step = scan_steps(
             _LSTMStackStep,
             remat=self.remat,
@@ -314,6 +362,7 @@ class GraphLSTMEncoder(nn.Module):
             hidden=self.hidden,
             layers=self.layers,
             k=self.cheb_k,
+            dtype=x.dtype,
         )
         states, _ = step(states, xs)
         return states[-1][0]

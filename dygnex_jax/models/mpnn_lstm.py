@@ -21,6 +21,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import jraph
+from jax.typing import DTypeLike
 
 from .graph_view import packed_graphs
 from .layers import LSTMCell, gcn_aggregate, node_inputs, pyg_linear, scan_steps
@@ -28,32 +29,36 @@ from .layers import LSTMCell, gcn_aggregate, node_inputs, pyg_linear, scan_steps
 
 class WindowBatchNorm(nn.Module):
     """Batch norm of [W, N, H] with statistics per window slot over time and nodes, nodes weighted by
-    ``node_count`` (biased variance, eps 1e-5, as ``torch.nn.BatchNorm1d`` in training mode)."""
+    ``node_count`` (biased variance, eps 1e-5, as ``torch.nn.BatchNorm1d`` in training mode). The
+    statistics are float32 whatever h's dtype (counts beyond 256 are not exact in bfloat16); the
+    output is in h's dtype."""
 
     eps: float = 1e-5
 
     @nn.compact
     def __call__(self, h, node_window, node_count, num_slots: int):
-        w = node_count.astype(h.dtype)
+        dt = h.dtype
+        w = node_count.astype(jnp.float32)
         steps = h.shape[0]
         seg = lambda v: jraph.segment_sum(v, node_window, num_segments=num_slots)  # noqa: E731
         total = seg(w) * steps  # [S]
         mean = seg(jnp.einsum("n,tnh->nh", w, h)) / jnp.maximum(total, 1.0)[:, None]  # [S, H]
-        centred = h - mean[node_window][None]
+        centred = h - mean[node_window][None].astype(dt)
         var = seg(jnp.einsum("n,tnh->nh", w, centred * centred)) / jnp.maximum(total, 1.0)[:, None]
-        scale = self.param("scale", nn.initializers.ones, (h.shape[-1],))
-        bias = self.param("bias", nn.initializers.zeros, (h.shape[-1],))
-        return centred * jax.lax.rsqrt(var[node_window] + self.eps)[None] * scale + bias
+        scale = self.param("scale", nn.initializers.ones, (h.shape[-1],)).astype(dt)
+        bias = self.param("bias", nn.initializers.zeros, (h.shape[-1],)).astype(dt)
+        return centred * jax.lax.rsqrt(var[node_window] + self.eps).astype(dt)[None] * scale + bias
 
 
 class _LSTMs(nn.Module):
     hidden: int
+    dtype: DTypeLike = jnp.float32
 
     @nn.compact
     def __call__(self, carry, r):
         (h1, c1), (h2, c2) = carry
-        h1, c1 = LSTMCell(self.hidden, name="lstm_1")(r, h1, c1)
-        h2, c2 = LSTMCell(self.hidden, name="lstm_2")(h1, h2, c2)
+        h1, c1 = LSTMCell(self.hidden, self.dtype, name="lstm_1")(r, h1, c1)
+        h2, c2 = LSTMCell(self.hidden, self.dtype, name="lstm_2")(h1, h2, c2)
         return ((h1, c1), (h2, c2)), None
 
 
@@ -63,10 +68,11 @@ class MPNNLSTM(nn.Module):
     num_features: int
     hidden: int
     remat: str = "none"  # model.remat: rematerialise the time scan's body (layers.time_scan)
+    dtype: str = "float32"  # model.dtype: the activations' dtype (layers.compute_dtype)
 
     @nn.compact
     def __call__(self, batch: dict) -> jax.Array:
-        x = node_inputs(batch, self.num_features)  # [W, N, F]
+        x = node_inputs(batch, self.num_features, self.dtype)  # [W, N, F]
         graphs = packed_graphs(batch, x)  # flat: one GraphsTuple over the W*N rows; scan: one per offset
         node_window, node_count = batch["node_window"], batch["node_count"]
         slots = batch["window_sizes"].shape[0]
@@ -81,14 +87,16 @@ class MPNNLSTM(nn.Module):
                 return jax.vmap(gcn_aggregate)(graphs._replace(nodes=v))
 
         def gcn(name, v):
-            out = conv(pyg_linear(self.hidden, f"{name}_lin")(v))  # PyG GCNConv's init
-            return jax.nn.relu(out + self.param(f"{name}_bias", nn.initializers.zeros, (self.hidden,)))
+            out = conv(pyg_linear(self.hidden, f"{name}_lin", x.dtype)(v))  # PyG GCNConv's init
+            bias = self.param(f"{name}_bias", nn.initializers.zeros, (self.hidden,))
+            return jax.nn.relu(out + bias.astype(x.dtype))
 
         h1 = WindowBatchNorm(name="bn_1")(gcn("conv_1", x), node_window, node_count, slots)
         h2 = WindowBatchNorm(name="bn_2")(gcn("conv_2", h1), node_window, node_count, slots)
         n = x.shape[1]
-        zeros = jnp.zeros((n, self.hidden))
-        ((h1_last, _), (h2_last, _)), _ = scan_steps(_LSTMs, remat=self.remat, hidden=self.hidden)(
+        zeros = jnp.zeros((n, self.hidden), x.dtype)
+        lstms = scan_steps(_LSTMs, remat=self.remat, hidden=self.hidden, dtype=x.dtype)
+        ((h1_last, _), (h2_last, _)), _ = lstms(
             ((zeros, zeros), (zeros, zeros)), jnp.concatenate([h1, h2], axis=-1)
         )
         skip = jnp.concatenate([x[0], x[1:, :, -1].T], axis=-1)  # [N, F + W - 1]

@@ -19,6 +19,7 @@ from collections.abc import Callable
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+from jax.typing import DTypeLike
 
 from .graph_view import flat_graph, offset_graphs
 from .layers import (
@@ -37,13 +38,14 @@ class TGCNCell(nn.Module):
     """One step: ``(x [N, F], h [N, H], graph) -> h' [N, H]`` (``graph``: the offset's GraphsTuple)."""
 
     hidden: int
+    dtype: DTypeLike = jnp.float32  # compute dtype (model.dtype); h' in it
 
     @nn.compact
     def __call__(self, x, h, graph):
         def gate(name, state):
-            conv = GCNConv(self.hidden, name=f"conv_{name}")
+            conv = GCNConv(self.hidden, dtype=self.dtype, name=f"conv_{name}")
             gate_in = jnp.concatenate([conv(x, graph), state], axis=-1)
-            return torch_linear(self.hidden, 2 * self.hidden, name=f"linear_{name}")(gate_in)
+            return torch_linear(self.hidden, 2 * self.hidden, f"linear_{name}", self.dtype)(gate_in)
 
         z = jax.nn.sigmoid(gate("z", h))
         r = jax.nn.sigmoid(gate("r", h))
@@ -97,18 +99,19 @@ class _FlatCell(nn.Module):
         )
 
     def convs(self, x, graph):
-        """x [R, F] on the flat graph (any number of node-time rows) -> [R, 3, H]: the z, r, h GCNs."""
+        """x [R, F] on the flat graph (any number of node-time rows) -> [R, 3, H]: the z, r, h GCNs, in
+        x's dtype (the compute dtype)."""
         convs = (self.conv_z, self.conv_r, self.conv_h)
-        kernel = jnp.concatenate([c.lin.kernel for c in convs], axis=1)
-        bias = jnp.concatenate([c.bias for c in convs])
+        kernel = jnp.concatenate([c.lin.kernel for c in convs], axis=1).astype(x.dtype)
+        bias = jnp.concatenate([c.bias for c in convs]).astype(x.dtype)
         out = gcn_aggregate(graph._replace(nodes=x @ kernel)) + bias
         return out.reshape(x.shape[0], 3, self.hidden)
 
     def gates(self, convs, h):
-        """convs [N, 3, H] (``convs`` at one time offset), h [N, H] -> h' [N, H]."""
+        """convs [N, 3, H] (``convs`` at one time offset), h [N, H] -> h' [N, H] (in h's dtype)."""
 
         def linear(lin, a, b):
-            return jnp.concatenate([a, b], axis=-1) @ lin.kernel + lin.bias
+            return jnp.concatenate([a, b], axis=-1) @ lin.kernel.astype(h.dtype) + lin.bias.astype(h.dtype)
 
         z = jax.nn.sigmoid(linear(self.linear_z, convs[:, 0], h))
         r = jax.nn.sigmoid(linear(self.linear_r, convs[:, 1], h))
@@ -136,20 +139,21 @@ class _FlatSteps(nn.Module):
         for i in range(self.layers):
             cell = _FlatCell(self.hidden, x.shape[-1], name=f"cell_{i}")
             convs = cell.convs(x.reshape(w_len * n, x.shape[-1]), graph).reshape(w_len, n, 3, self.hidden)
-            _, x = gate_scan(cell, jnp.zeros((n, self.hidden)), convs)
+            _, x = gate_scan(cell, jnp.zeros((n, self.hidden), x.dtype), convs)
         return x
 
 
 class _Step(nn.Module):
     hidden: int
     layers: int
+    dtype: DTypeLike = jnp.float32
 
     @nn.compact
     def __call__(self, states, graph):
         x = graph.nodes  # graph: this offset's GraphsTuple, nodes = the inputs
         new = []
         for i, h in enumerate(states):
-            x = TGCNCell(self.hidden, name=f"cell_{i}")(x, h, graph)
+            x = TGCNCell(self.hidden, self.dtype, name=f"cell_{i}")(x, h, graph)
             new.append(x)
         return tuple(new), None
 
@@ -161,15 +165,17 @@ class TGCN(nn.Module):
     hidden: int
     layers: int = 1
     remat: str = "none"  # model.remat: rematerialise the time scan's body (layers.time_scan)
+    dtype: str = "float32"  # model.dtype: the activations' dtype (layers.compute_dtype)
 
     @nn.compact
     def __call__(self, batch: dict) -> jax.Array:
-        x = node_inputs(batch, self.num_features)
+        x = node_inputs(batch, self.num_features, self.dtype)
         if batch["senders"].ndim == 1:  # flat layout
             graph = flat_graph(batch, x.reshape(-1, x.shape[-1]))
             return _FlatSteps(self.hidden, self.layers, self.remat, name="step")(x, graph)[-1]
         n = batch["node_window"].shape[0]
-        states = tuple(jnp.zeros((n, self.hidden)) for _ in range(self.layers))
+        states = tuple(jnp.zeros((n, self.hidden), x.dtype) for _ in range(self.layers))
         xs = offset_graphs(batch, x)
-        states, _ = scan_steps(_Step, remat=self.remat, hidden=self.hidden, layers=self.layers)(states, xs)
+        step = scan_steps(_Step, remat=self.remat, hidden=self.hidden, layers=self.layers, dtype=x.dtype)
+        states, _ = step(states, xs)
         return states[-1]
