@@ -28,12 +28,12 @@ from pathlib import Path
 from dygnex_jax.errors import UserError, run_tool
 
 # name -> (nodes, edges per snapshot, epochs, extra overrides): the rows; the 200k row with the
-# memory-aware options (a 4 GiB step budget; micro-steps follow from it)
+# memory-aware options (a 4 GiB step budget: micro-steps, and evaluation steps as small, follow from it)
 ROWS = {
     "600": (600, 400, 2, []),
     "6k": (6_000, 4_000, 2, []),
     "60k": (60_000, 40_000, 2, []),
-    "200k": (200_000, 100_000, 1, ["parallel.memory_gb=4", "eval.batch_size=2"]),
+    "200k": (200_000, 100_000, 1, ["parallel.memory_gb=4"]),
     "quick": (300, 200, 1, ["data.window=4"]),
 }
 
