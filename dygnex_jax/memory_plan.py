@@ -109,7 +109,7 @@ def packing_bytes(trainer) -> float:
 
 def _steps_peak(trainer, cpu: int, pack_ratio: float) -> float:
     """The most host memory the training steps hold at once beyond what is resident before epoch 1:
-    over consecutive planned steps i, i + 1 of the first epoch, step i's buffers on every CPU device
+    over consecutive planned steps i, i + 1 of the planned epochs, step i's buffers on every CPU device
     and its host batch while the packing of step i + 1 runs (``parallel.prefetch``). Without the
     plan's needs (a resumed run), the largest step with the largest packing."""
     c = trainer.config
@@ -121,10 +121,11 @@ def _steps_peak(trainer, cpu: int, pack_ratio: float) -> float:
         return batch_bytes[b]
 
     largest = _largest(trainer)[0]
-    needs = next(iter(sorted(trainer.plan_needs.items())), (0, []))[1]
+    w, layout, weights = trainer.windows.window, trainer.layout, trainer.weights
+    # every planned epoch's steps in order (the next epoch's first step is packed ahead too)
     seq = [
-        cheapest_holding(n, trainer.planned, trainer.windows.window, trainer.layout, trainer.weights)
-        or largest
+        cheapest_holding(n, trainer.planned, w, layout, weights) or largest
+        for _, needs in sorted(trainer.plan_needs.items())
         for n in needs
     ] or [largest, largest]
     ahead = max(c.parallel.prefetch, 1)
@@ -238,9 +239,4 @@ def run_micro_step(trainer, placed, budget: Budget, padded_work: np.ndarray, fir
         t.params, t.opt_state, stats = t.train_step.apply(t.params, t.opt_state, t.sums)
         stats, t.sums = {k: float(v) for k, v in stats.items()}, None
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
-    compiled = len(t.train_step.traces) > traces
-    if compiled:
-        t.compile_seconds += seconds
-    else:
-        t.step_log.append((padded_work, seconds))
-    return stats, seconds, cpu, compiled
+    return stats, seconds, cpu, t.account_step(traces, seconds, padded_work)

@@ -397,12 +397,17 @@ class Trainer:
         self.params, self.opt_state, stats = step_fn(self.params, self.opt_state, placed)
         stats = {k: float(v) for k, v in stats.items()}  # waits for the step
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+        return stats, seconds, cpu, self.account_step(traces, seconds, padded_work)
+
+    def account_step(self, traces: int, seconds: float, padded_work: np.ndarray) -> bool:
+        """Whether a step compiled (the train step traced since it had ``traces``): its ``seconds`` go
+        to compilation, else to the step log (the cost model's refit data)."""
         compiled = len(self.train_step.traces) > traces
         if compiled:
             self.compile_seconds += seconds
         else:
             self.step_log.append((padded_work, seconds))
-        return stats, seconds, cpu, compiled
+        return compiled
 
     def train_epoch(self, epoch: int, progress=None, sched=None) -> dict:
         """One training epoch; ``sched``: ``epoch_schedule(epoch)`` when the caller already has it."""
