@@ -115,32 +115,32 @@ def launch(
     head = [sys.executable, script] if script else [sys.executable, "-m", "dygnex_jax", "train"]
     procs: list[subprocess.Popen] = []
     pumps = []
-    for i in range(n):
-        cmd = [*head, *args, "--coordinator", address, "--num-processes", str(n), "--process-id", str(i)]
-        proc = subprocess.Popen(
-            cmd,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            bufsize=1,
-            start_new_session=True,  # Ctrl-C reaches the launcher only; it forwards it
-        )
-        procs.append(proc)
-        t = threading.Thread(target=_pump, args=(i, proc.stdout, sys.stdout), daemon=True)
-        t.start()
-        pumps.append(t)
-    print(
-        f"launched {n} processes (pids {', '.join(str(p.pid) for p in procs)}), coordinator {address}",
-        file=sys.stderr,
-        flush=True,
-    )
 
     def terminate(signum, frame):  # a SIGTERM to the launcher stops the run like Ctrl-C
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, terminate)
-    try:
+    try:  # from the first process on: a Ctrl-C at any moment reaches every process started
+        for i in range(n):
+            cmd = [*head, *args, "--coordinator", address, "--num-processes", str(n), "--process-id", str(i)]
+            proc = subprocess.Popen(
+                cmd,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                bufsize=1,
+                start_new_session=True,  # Ctrl-C reaches the launcher only; it forwards it
+            )
+            procs.append(proc)
+            t = threading.Thread(target=_pump, args=(i, proc.stdout, sys.stdout), daemon=True)
+            t.start()
+            pumps.append(t)
+        print(
+            f"launched {n} processes (pids {', '.join(str(p.pid) for p in procs)}), coordinator {address}",
+            file=sys.stderr,
+            flush=True,
+        )
         code = _watch(procs, timeout)
     except KeyboardInterrupt:
         print("interrupted: forwarding Ctrl-C to every process", file=sys.stderr, flush=True)
