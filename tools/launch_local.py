@@ -120,6 +120,9 @@ def launch(
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, terminate)
+    # Ctrl-C is the launcher's to forward, even when it was started with SIGINT ignored (a background
+    # job of a shell without job control inherits that, and Python then installs no handler)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:  # from the first process on: a Ctrl-C at any moment reaches every process started
         for i in range(n):
             cmd = [*head, *args, "--coordinator", address, "--num-processes", str(n), "--process-id", str(i)]
