@@ -14,7 +14,7 @@ chunks: ``model.head_chunk``).
 
 The device budget (``parallel.memory_gb``; ``device_budget``) is a hard limit per device per step: a
 run whose planned steps need more runs every optimiser step as ``k`` micro-steps of ``B / k`` windows
-(``choose_accumulation``, k a divisor of B so that every update still sums B windows), their gradient
+(``accumulation_counts``: k a divisor of B, so that every update still sums B windows), their gradient
 sums added before one update: the same update as the whole step, up to float32 summation order. A
 single window per device that does not fit is a ``UserError`` naming the estimate and the options.
 """
@@ -118,15 +118,11 @@ def divisors(n: int) -> list[int]:
     return [k for k in range(1, n + 1) if n % k == 0]
 
 
-def choose_accumulation(batch: int, devices: int, fits) -> int | None:
-    """The fewest micro-steps k (a divisor of ``batch``, with ``batch / k >= devices``: a micro-step
-    still gives every device a window) for which ``fits(batch // k)`` holds; None when none does."""
-    for k in divisors(batch):
-        if batch // k < devices:
-            break
-        if fits(batch // k):
-            return k
-    return None
+def accumulation_counts(batch: int, devices: int) -> list[int]:
+    """The micro-step counts k > 1 a step of ``batch`` windows can be split into, fewest first: divisors
+    of ``batch`` (every update still sums B windows) with ``batch / k >= devices`` (a micro-step still
+    gives every device a window)."""
+    return [k for k in divisors(batch)[1:] if batch // k >= devices]
 
 
 def too_large(need: float, limit: float, source: str, window: int) -> UserError:

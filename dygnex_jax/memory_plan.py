@@ -14,13 +14,12 @@ checkpoint keeps the count it was planned with.
 from __future__ import annotations
 
 import math
-import os
 import time
 
 import jax
 import numpy as np
 
-from . import memory, parallel
+from . import memory, memstats, parallel
 from .graphs import DeviceWork
 from .memory import StepMemory, gib
 from .padding import Budget, cheapest_holding
@@ -28,32 +27,14 @@ from .padding import Budget, cheapest_holding
 MARGIN = 0.95  # a micro-step count is tried when its predicted bytes are within this share of the budget
 
 
-def reported_limit() -> float | None:
-    """The bytes the first local accelerator says a program may use (None on CPU, or when unknown)."""
-    try:
-        stats = jax.local_devices()[0].memory_stats()
-    except Exception:  # noqa: BLE001 - a backend without memory statistics
-        return None
-    return float(stats["bytes_limit"]) if stats and stats.get("bytes_limit") else None
-
-
-def resident_bytes() -> float:
-    """This process's resident set now (Linux /proc; 0 where unknown)."""
-    try:
-        with open("/proc/self/statm") as f:
-            return float(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0.0
-
-
-def _cpu_devices(trainer) -> int:
-    return len(trainer.local_rows) if jax.default_backend() == "cpu" else 0
+def _empty_batch(trainer, budget: Budget) -> dict:
+    """A host batch of ``budget`` holding no work (this process's devices): the shapes a step compiles."""
+    return trainer.packer.pack_budget([DeviceWork([], [], []) for _ in trainer.local_rows], budget)
 
 
 def _host_batch_bytes(trainer, budget: Budget) -> float:
     """Bytes of one host batch of ``budget`` (this process's devices)."""
-    host = trainer.packer.pack_budget([DeviceWork([], [], []) for _ in trainer.local_rows], budget)
-    return float(sum(v.nbytes for v in host.values()))
+    return float(sum(v.nbytes for v in _empty_batch(trainer, budget).values()))
 
 
 def set_accumulate(trainer, k: int) -> None:
@@ -72,7 +53,7 @@ def compile_budget(trainer, budget: Budget):
     """The train step (``accumulate`` > 1: its micro-step) compiled for ``budget``; its bytes per device
     recorded in ``trainer.step_bytes``."""
     t = trainer
-    host = t.packer.pack_budget([DeviceWork([], [], []) for _ in t.local_rows], budget)
+    host = _empty_batch(t, budget)
     if t.accumulate > 1:
         sums = parallel.zero_sums(t.mesh, t.params)
         ex = parallel.compile_step(t.train_step.accumulate, t.params, sums, t.mesh, host)
@@ -161,16 +142,15 @@ def fit_to_memory(trainer, log=None) -> dict:
     if trainer.memory or not trainer.planned:
         return trainer.memory
     c = trainer.config
-    cpu = _cpu_devices(trainer)
-    limit, source = memory.device_budget(c.parallel.memory_gb, reported_limit(), max(cpu, 1))
+    cpu = trainer.cpu_rows
+    limit, source = memory.device_budget(c.parallel.memory_gb, memstats.device_limit(), max(cpu, 1))
     limit = parallel.min_over_processes(limit)  # every process plans alike
     largest, need = _largest(trainer)
     whole = need
     model = None
     if not trainer.memory_fixed and need > limit and math.isfinite(limit):
         model = probe_model(trainer, largest, log)
-        batch, devices = c.train.batch_size, trainer.n_devices
-        counts = [k for k in memory.divisors(batch)[1:] if batch // k >= devices]
+        counts = memory.accumulation_counts(c.train.batch_size, trainer.n_devices)
         for k in counts:
             set_accumulate(trainer, k)
             trainer.plan_budgets()
@@ -184,7 +164,7 @@ def fit_to_memory(trainer, log=None) -> dict:
         else:
             raise memory.too_large(need, limit, source, trainer.windows.window)
     trainer.memory_fixed = True
-    rss = resident_bytes()
+    rss = memstats.resident_bytes()
     pack_ratio = packing_bytes(trainer)
     peak = rss + getattr(trainer.windows, "cache_growth", float)() + _steps_peak(trainer, cpu, pack_ratio)
     trainer.memory = {

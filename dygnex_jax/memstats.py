@@ -9,6 +9,7 @@ a resumed run's rows after the resume are those of the new process.
 
 from __future__ import annotations
 
+import os
 import resource
 import sys
 
@@ -21,20 +22,44 @@ def peak_rss_bytes() -> int:
     return int(rss) if sys.platform == "darwin" else int(rss) * 1024
 
 
+def resident_bytes() -> float:
+    """This process's resident set now (Linux /proc; 0 where unknown)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return float(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def _memory_stats(device) -> dict:
+    """``device.memory_stats()``, or {} for a backend without memory statistics (CPU gives None)."""
+    try:
+        stats = device.memory_stats()
+    except Exception:  # noqa: BLE001 - a backend without memory statistics
+        return {}
+    return stats if isinstance(stats, dict) else {}
+
+
 def device_peak_bytes(devices=None) -> int | None:
     """The largest ``peak_bytes_in_use`` of ``devices`` (default: this process's local devices), or None
     when none of them reports it."""
     import jax
 
-    peaks = []
-    for d in jax.local_devices() if devices is None else devices:
-        try:
-            stats = d.memory_stats()
-        except Exception:  # a backend without memory statistics
-            stats = None
-        if isinstance(stats, dict) and "peak_bytes_in_use" in stats:
-            peaks.append(int(stats["peak_bytes_in_use"]))
+    peaks = [
+        int(stats["peak_bytes_in_use"])
+        for d in (jax.local_devices() if devices is None else devices)
+        if "peak_bytes_in_use" in (stats := _memory_stats(d))
+    ]
     return max(peaks) if peaks else None
+
+
+def device_limit() -> float | None:
+    """The bytes the first local device says a program may use (``bytes_limit``; None on CPU, or when
+    unknown)."""
+    import jax
+
+    limit = _memory_stats(jax.local_devices()[0]).get("bytes_limit")
+    return float(limit) if limit else None
 
 
 def peak_memory() -> dict:

@@ -85,8 +85,9 @@ class Trainer:
         # what evaluation scores (link: eval.candidates resolved), fixed for the run; then the model,
         # training pairs, planning horizon and evaluation checked against the limits before they exist
         self.candidate_mode = task.candidate_mode(self.windows, c)
-        cpu_rows = len(self.local_rows) if jax.default_backend() == "cpu" else 0
-        resources.check_run(self.windows, c, self.n_devices, self.candidate_mode, cpu_rows)
+        # this process's devices that keep their arrays in host memory (CPU devices)
+        self.cpu_rows = len(self.local_rows) if jax.default_backend() == "cpu" else 0
+        resources.check_run(self.windows, c, self.n_devices, self.candidate_mode, self.cpu_rows)
         # --- cost model: the scheduler's weights (seconds per node / edge / pair when profiled) ---
         if c.schedule.cost_model:
             self.set_cost_model(CostModel.load(c.schedule.cost_model))

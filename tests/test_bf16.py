@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from test_node_reg import trainer as node_trainer
 from test_parallel import trainer
-from test_remat import CASES, _grad_fn, _many_node_batch
+from test_remat import CASES, _grad_fn, _many_node_batch, packed_batch
 
 from dygnex_jax.config import ModelConfig
-from dygnex_jax.graphs import Budget, exact_need, pack_device, pack_node_device
+from dygnex_jax.graphs import Budget, pack_node_device
 from dygnex_jax.models import create_model
 from dygnex_jax.tasks import make_loss_fn, node_loss
 
@@ -65,10 +65,7 @@ PARAMS = [pytest.param(n, lay, marks=[pytest.mark.slow] if (n, lay) in SLOW else
 def test_bfloat16_keeps_the_parameters_and_is_close_to_float32(name, layout):
     tr = trainer(name, 1)
     assert tr.config.model.dtype == "float32"  # the default
-    work = tr.device_work(tr.windows.splits["train"][:3], "train", epoch=1)
-    need = exact_need([work], layout=layout)
-    packed = pack_device(work, need, tr.windows.window, tr.config.train.class_weights, layout)
-    batch = {k: jnp.asarray(v) for k, v in packed.items()}
+    batch = packed_batch(tr, layout)
     params = jax.device_get(tr.params)
     bf16 = create_model(_bf16(tr.config.model), tr.windows.num_features)
     _same_init(tr.model, bf16, batch, params)

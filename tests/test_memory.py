@@ -65,11 +65,11 @@ def test_fit_recovers_a_linear_model():
     assert f.predict(Budget(1000, 50, 7, 2)) == pytest.approx(2005.0)
 
 
-def test_choose_accumulation_divides_the_batch_and_keeps_a_window_per_device():
+def test_accumulation_counts_divide_the_batch_and_keep_a_window_per_device():
     assert memory.divisors(12) == [1, 2, 3, 4, 6, 12]
-    assert memory.choose_accumulation(12, 2, lambda micro: micro <= 5) == 3  # 12 / 3 = 4 windows
-    assert memory.choose_accumulation(12, 4, lambda micro: micro <= 3) is None  # 3 < 4 devices
-    assert memory.choose_accumulation(8, 8, lambda micro: True) == 1
+    assert memory.accumulation_counts(12, 2) == [2, 3, 4, 6]  # 12 / 6 = 2 windows, one per device
+    assert memory.accumulation_counts(12, 4) == [2, 3]  # 12 / 4 = 3 < 4 devices
+    assert memory.accumulation_counts(8, 8) == []  # one window per device already
 
 
 def test_the_model_predicts_xla_bytes_of_a_held_out_step():

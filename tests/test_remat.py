@@ -31,6 +31,15 @@ def _remat(model_cfg: ModelConfig, remat: str) -> ModelConfig:
     return dataclasses.replace(model_cfg, remat=remat)
 
 
+def packed_batch(tr, layout: str) -> dict:
+    """The first three training windows of ``tr`` packed for one device in ``layout``, exactly (no padding
+    budget beyond their need)."""
+    work = tr.device_work(tr.windows.splits["train"][:3], "train", epoch=1)
+    need = exact_need([work], layout=layout)
+    packed = pack_device(work, need, tr.windows.window, tr.config.train.class_weights, layout)
+    return {k: jnp.asarray(v) for k, v in packed.items()}
+
+
 def _grad_fn(model):
     """jit'd ``(params, batch) -> (loss sum, gradients)`` of the link-prediction loss of ``model``."""
     loss_fn = make_loss_fn(model)
@@ -49,10 +58,7 @@ SLOW = {("egcn_h", "scan"), ("gconv_lstm", "scan")}
 def test_remat_gives_the_same_loss_gradients_and_parameters(name, layout):
     tr = trainer(name, 1)
     assert tr.config.model.remat == "none"  # the default
-    work = tr.device_work(tr.windows.splits["train"][:3], "train", epoch=1)
-    need = exact_need([work], layout=layout)
-    packed = pack_device(work, need, tr.windows.window, tr.config.train.class_weights, layout)
-    batch = {k: jnp.asarray(v) for k, v in packed.items()}
+    batch = packed_batch(tr, layout)
     params = jax.device_get(tr.params)
     remat = create_model(_remat(tr.config.model, "scan"), tr.windows.num_features)
 
