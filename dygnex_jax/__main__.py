@@ -64,6 +64,15 @@ def _add_schedule_and_profile(sub) -> None:
     prof.add_argument("--out", default="", help="output directory (default runs/profile-<name>-<time>)")
     prof.add_argument("--steps", type=int, default=24, help="steps to time (default 24)")
     prof.add_argument("--repeats", type=int, default=3, help="timed runs per step after its compile")
+    prof.add_argument(
+        "--no-cache", action="store_true", help="do not add the profile to this machine's cost-model cache"
+    )
+    prof.add_argument(
+        "--max-load",
+        type=float,
+        default=0.0,
+        help="refuse to profile above this load average (0: only flag it)",
+    )
     prof.add_argument("overrides", nargs="*", metavar="key=value")
 
 
@@ -132,7 +141,8 @@ def _train(args, config) -> None:
 def _schedule(args, config) -> None:
     import jax  # the backend: fake CPU devices share the cores (the auto compile price)
 
-    from . import plan
+    from . import cost_cache, plan
+    from .config import step_layout
     from .data.datasets import load_dataset
     from .data.node_windows import task_windows
     from .runlog import header_line
@@ -145,8 +155,19 @@ def _schedule(args, config) -> None:
     ws = task_windows(graph, config.data)
     candidates = get_task(config.data.task).candidate_mode(ws, config)
     print(header_line(graph, ws, devices, config, candidates), file=sys.stderr, flush=True)
-    slowdown = plan.shared_cores(devices, plan.available_cores(), jax.default_backend())
-    result = plan.plan(config, devices, ws=ws, slowdown=slowdown)
+    model, note = cost_cache.resolve(  # the model a training run on these devices here would use
+        config,
+        window=ws.window,
+        num_features=ws.num_features,
+        layout=step_layout(config),
+        devices=devices,
+        processes=1,
+        platform=jax.default_backend(),
+    )
+    if note:
+        print(note, file=sys.stderr, flush=True)
+    slowdown = plan.model_slowdown(model, devices, plan.available_cores(), jax.default_backend())
+    result = plan.plan(config, devices, ws=ws, model=model, slowdown=slowdown)
     plan.print_table([result])
     if args.json:
         plan.write_json(result, args.json)
@@ -197,8 +218,14 @@ def _profile(args, config) -> None:
 
     if args.steps < 2 or args.repeats < 1:
         raise UserError("profile needs --steps >= 2 and --repeats >= 1")
+    if not args.max_load >= 0:
+        raise UserError(
+            f"profile --max-load must be >= 0 (0: only flag a loaded machine), got {args.max_load}"
+        )
     out = args.out or f"runs/profile-{config.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    run_profile(config, out, n_steps=args.steps, repeats=args.repeats)
+    run_profile(
+        config, out, n_steps=args.steps, repeats=args.repeats, cache=not args.no_cache, max_load=args.max_load
+    )
 
 
 def _inspect(args, config) -> None:

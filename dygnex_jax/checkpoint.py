@@ -420,13 +420,7 @@ def restore(trainer, ckpt: Checkpoint) -> list[dict]:
     packer_state = trainer.packer.state_dict()
     try:
         d = meta["cost_model"]
-        cost_model = CostModel(
-            coef=np.array(d["coef"]),
-            window=d["window"],
-            mape=d["mape"],
-            n_samples=d["n_samples"],
-            source=d["source"],
-        )
+        cost_model = CostModel.from_dict(d)
         alpha, beta, gamma = meta["scheduler_weights"]
         step_log = [(np.array(work), seconds) for work, seconds in meta["step_log"]]
         plan = meta.get("plan")

@@ -216,9 +216,11 @@ class ScheduleConfig:
     # Balance the edges of every time offset separately (costs [K, W + 2]), as the packed step pads
     # edges per offset; false: one summed edge column (costs [K, 3]).
     time_resolved: bool = True
-    # Cost model JSON from `python -m dygnex_jax profile` ("" = none): when given, alpha/beta/gamma are
-    # its seconds per node, edge and pair, and predicted step times use it (else the analytic default).
-    cost_model: str = key("", free="a file (schedule/cost.py reads it)")
+    # The cost model: "auto" (this machine's profile of this model, task, layout and device count,
+    # stored by `python -m dygnex_jax profile`; without one the analytic default, with a line saying
+    # so), "analytic", or a JSON file from `profile`. A profiled model's seconds per node, edge and pair
+    # become alpha/beta/gamma, and predicted step times and the compile price use it (cost_cache.py).
+    cost_model: str = key("auto", free="auto, analytic or a file (cost_cache.py reads it)")
     # Every N epochs, re-fit the cost model on the step times measured so far and re-schedule with
     # its weights (0 = never).
     reschedule_every: int = key(0, "[0, inf)")
@@ -268,9 +270,10 @@ class ParallelConfig:
     # run P / C times slower), the same on every process. It is ~1 step for 8 fake devices at B = 32 on
     # 2 cores, ~12 for EvolveGCN-O on 2 (0.12 s steps), hundreds on a GPU (millisecond steps).
     compile_steps: float = key(-1.0, "[0, inf]", also={-1: "auto"})
-    # compile_steps=-1: the expected seconds of one training-step compilation, lowering included
-    # (measured on the 2-core CPU: EvolveGCN-O 1.4 s, T-GCN 1.8 s, GCRN-GRU 2.1 s).
-    compile_seconds: float = key(1.5, "(0, 86400]")
+    # compile_steps=-1: the expected seconds of one training-step compilation, lowering included.
+    # 0 (auto): the profiled cost model's measurement (schedule.cost_model), else 1.5 s (measured on the
+    # 2-core CPU: EvolveGCN-O 1.4 s, T-GCN 1.8 s, GCRN-GRU 2.1 s).
+    compile_seconds: float = key(0.0, "(0, 86400]", also={0: "auto"})
     # schedule.method=snapshot: micro-batches per step flowing through the time pipeline (0 = P).
     micro_batches: int = key(0, "[0, inf)")
     # schedule.method=vertex: node ranges by "contiguous" count, or balanced by "degree" (1 + in-degree).

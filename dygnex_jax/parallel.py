@@ -139,6 +139,33 @@ def min_over_processes(value: float) -> float:
     return float(np.min(multihost_utils.process_allgather(np.asarray([value], np.float64))))
 
 
+def host_devices(mesh: Mesh) -> tuple[int, int]:
+    """(devices, processes) of the mesh on this machine: this process's devices plus those of the
+    processes that share its host name (they share its cores)."""
+    local = len(local_rows(mesh))
+    if jax.process_count() == 1:
+        return local, 1
+    import hashlib
+    import socket
+
+    from jax.experimental import multihost_utils
+
+    me = int(hashlib.sha256(socket.gethostname().encode()).hexdigest()[:12], 16)
+    table = np.asarray(multihost_utils.process_allgather(np.asarray([me, local], np.int64))).reshape(-1, 2)
+    mine = table[:, 0] == me
+    return int(table[mine, 1].sum()), int(mine.sum())
+
+
+def same_on_all_processes(digest: str) -> bool:
+    """Whether every process holds the same ``digest`` (a hex string; True in one process)."""
+    if jax.process_count() == 1:
+        return True
+    from jax.experimental import multihost_utils
+
+    value = np.asarray([int(digest[:12], 16)], np.int64)
+    return bool(np.all(np.asarray(multihost_utils.process_allgather(value)) == value[0]))
+
+
 def _local(batch: dict) -> dict:
     return {k: v[0] for k, v in batch.items()}
 

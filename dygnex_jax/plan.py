@@ -16,18 +16,17 @@ No JAX here: this runs in a second on a laptop for any method (DyGNeX-L: its sol
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 
 import numpy as np
 
 from .config import Config, step_layout
+from .cost_cache import available_cores  # noqa: F401  (re-exported)
 from .data import datasets
 from .data.node_windows import task_windows
 from .data.windows import WindowSet
 from .padding import (
     Budget,
-    aligned,
     bucketed,
     cheapest_holding,
     device_need,
@@ -39,7 +38,7 @@ from .padding import (
 )
 from .plan_report import plot_loads, print_table, write_json  # noqa: F401  (the command's output)
 from .schedule import Schedule, cost_weights, schedule
-from .schedule.cost import CostModel, default_cost_model
+from .schedule.cost import CostModel
 from .schedule.greedy import balance_epoch
 from .schedule.ilp import require_installed
 from .schedule.metrics import (
@@ -48,6 +47,19 @@ from .schedule.metrics import (
     scalar_loads,
     step_loads,
     summarize,
+)
+from .step_cost import (  # noqa: F401  (re-exported: the trainer, simulator and tools price steps here)
+    AUTO_FALLBACK_STEPS,
+    DEFAULT_COMPILE_SECONDS,
+    StepSeconds,
+    compile_price,
+    compile_seconds,
+    compile_steps,
+    load_cost_model,
+    model_slowdown,
+    run_settings,
+    shared_cores,
+    step_seconds_fn,
 )
 from .strategies import scheduler_settings
 
@@ -79,70 +91,6 @@ def step_needs(
         ]
         out.append(step_need(needs, slots))
     return out
-
-
-def load_cost_model(config: Config, window: int) -> CostModel:
-    """The run's cost model: ``schedule.cost_model`` when given, else the analytic default."""
-    return (
-        CostModel.load(config.schedule.cost_model)
-        if config.schedule.cost_model
-        else default_cost_model(window)
-    )
-
-
-# compile_steps auto without a way to predict step seconds: one step (the former default)
-AUTO_FALLBACK_STEPS = 1.0
-
-
-def available_cores() -> int:
-    """The CPU cores this process may run on (its affinity where the OS tells it)."""
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
-def shared_cores(devices: int, cores: int | None, backend: str = "cpu") -> float:
-    """How many times slower each device runs than the cost model predicts for a device of its own:
-    ``devices`` fake CPU devices of one process share the host's ``cores`` (P / C when P > C); 1 for
-    accelerators."""
-    if backend != "cpu" or not cores:
-        return 1.0
-    return max(1.0, devices / cores)
-
-
-def step_seconds_fn(model: CostModel, window: int, layout: str, slowdown: float = 1.0):
-    """``Budget -> predicted seconds`` of a step on that budget (the cost model's prediction of the
-    padded work one device runs, x ``slowdown``: ``shared_cores``)."""
-
-    def seconds(budget: Budget) -> float:
-        work = padded_work(budget, window, layout)[None]
-        return slowdown * float(model.predict_costs(work, window)[0])
-
-    return seconds
-
-
-def compile_steps(config: Config, mean_step_seconds: float | None) -> float:
-    """A compilation's price in average steps: ``parallel.compile_steps``, or with -1 (auto)
-    ``parallel.compile_seconds`` / the predicted seconds of an average step."""
-    steps = config.parallel.compile_steps
-    if steps >= 0:
-        return steps
-    if not mean_step_seconds or mean_step_seconds <= 0:
-        return AUTO_FALLBACK_STEPS
-    return config.parallel.compile_seconds / mean_step_seconds
-
-
-def compile_price(
-    needs: list[Budget], config: Config, window: int, layout: str, weights, step_seconds=None
-) -> float:
-    """A compilation's price in padded-work units: ``compile_steps`` average steps (``step_seconds``:
-    ``Budget -> predicted seconds``, for the auto price; the average over ``needs``, aligned)."""
-    a = config.parallel.budget_align
-    needs = [aligned(b, a) for b in needs]
-    mean = float(np.mean([padded_cost(b, window, layout, weights) for b in needs]))
-    secs = float(np.mean([step_seconds(b) for b in needs])) if step_seconds else None
-    return compile_steps(config, secs) * mean
 
 
 def planned_budgets(
@@ -403,15 +351,16 @@ def plan(
     ws = ws if ws is not None else task_windows(datasets.load_dataset(config.data), config.data)
     layout = step_layout(config)
     costs = layout_view(ws.costs("train", config.data.neg_mult), ws.edge_profile("train"), layout)[0]
-    weights = cost_weights(config.schedule)
     planned = config.parallel.budgets == "planned"
     model = model if model is not None else load_cost_model(config, ws.window)
+    settings = run_settings(config.schedule, model, ws.window)  # the trainer's weights under the model
+    weights = cost_weights(settings)
     run = plan_run(
         ws,
         config,
         devices,
         layout,
-        scheduler_settings(config.schedule),  # snapshot / vertex: the psg steps they split
+        scheduler_settings(settings),  # snapshot / vertex: the psg steps they split
         planned_epochs(config) if planned else [1],
         step_seconds=step_seconds_fn(model, ws.window, layout, slowdown),
     )

@@ -4,42 +4,47 @@
 per device drawn from the training windows (small to large), runs each budget once to compile it and
 then times it ``repeats`` times (median), and fits ``seconds ≈ coef · features(padded budget)`` by
 non-negative least squares (``schedule/cost.py``). The mean absolute % error is measured on held-out
-steps. The model is saved as JSON; training uses it with ``schedule.cost_model=PATH`` (the
-scheduler's alpha/beta/gamma become seconds per node, edge and pair) and re-fits it during training
-with ``schedule.reschedule_every``.
+steps. The model is saved as JSON (``schedule.cost_model=PATH`` uses it) and, unless ``--no-cache``,
+added to this machine's cost-model cache (``cost_cache.py``), which training uses by default
+(``schedule.cost_model: auto``): the scheduler's alpha/beta/gamma become seconds per node, edge and
+pair, and the compile price uses the measured compilation seconds. Re-fitted during training with
+``schedule.reschedule_every``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import statistics
 import time
 from pathlib import Path
 
+import jax
 import numpy as np
 
-from . import parallel
+from . import cost_cache, parallel
 from .config import Config
 from .errors import UserError
-from .schedule.cost import CostModel, fit, window_features
+from .schedule.cost import CostModel, fit, held_out_errors, window_features
 from .train import Trainer
 
 
-def time_step(trainer: Trainer, step: list, repeats: int) -> tuple[np.ndarray, float]:
-    """(padded work [3], median seconds) of one train step; the first run (compile) is not timed."""
+def time_step(trainer: Trainer, step: list, repeats: int) -> tuple[np.ndarray, float, float]:
+    """(padded work [3], median seconds, compile seconds) of one train step: the first run compiles
+    (its time less the median is the compilation's), the next ``repeats`` are timed."""
     batch, _, budget = trainer.pack(step, "train", epoch=0)
     times = []
-    for i in range(repeats + 1):
+    for _ in range(repeats + 1):
         sharded = parallel.shard_batch(trainer.mesh, batch)
         start = time.perf_counter()
         trainer.params, trainer.opt_state, stats = trainer.train_step(
             trainer.params, trainer.opt_state, sharded
         )
         float(stats["loss"])
-        if i:
-            times.append(time.perf_counter() - start)
-    return trainer.padded_work(budget), statistics.median(times)
+        times.append(time.perf_counter() - start)
+    median = statistics.median(times[1:])
+    return trainer.padded_work(budget), median, max(times[0] - median, 0.0)
 
 
 def profile_steps(trainer: Trainer, n_steps: int, seed: int) -> list[list]:
@@ -59,56 +64,127 @@ def profile_steps(trainer: Trainer, n_steps: int, seed: int) -> list[list]:
     return steps
 
 
+def time_steps(trainer: Trainer, steps: list, repeats: int, log) -> tuple[list, list, list]:
+    """(padded work, median seconds, compile seconds) of every distinct budget among ``steps``."""
+    rows, seconds, compiles = [], [], []
+    seen: set[tuple] = set()
+    for i, step in enumerate(steps):
+        work, sec, comp = time_step(trainer, step, repeats)
+        log(
+            f"profile step {i + 1}/{len(steps)}: nodes {work[0]:.0f} edges {work[1]:.0f} pairs {work[2]:.0f}  "
+            f"{sec * 1e3:.1f} ms (compiled in {comp:.2f} s)"
+        )
+        if tuple(work) not in seen:
+            seen.add(tuple(work))
+            rows.append(work)
+            seconds.append(sec)
+            compiles.append(comp)
+    return rows, seconds, compiles
+
+
+def add_to_cache(trainer: Trainer, summary: dict, compiles: list, log) -> dict:
+    """Add the profile's steps to this machine's entry of the run's signature (``cost_cache.record``);
+    the pooled model, its path and each dataset's left-out error, for ``profile.json``."""
+    config, devices = trainer.config, trainer.host_devices
+    sig = cost_cache.signature(
+        config,
+        num_features=trainer.windows.num_features,
+        layout=trainer.layout,
+        devices=devices,
+        processes=trainer.host_processes,
+        platform=jax.default_backend(),
+    )
+    pooled, path, transfer = cost_cache.record(
+        sig,
+        trainer.graph.name,
+        summary["rows"],
+        summary["seconds"],
+        summary["window"],
+        compiles,
+        summary["load"],
+        log,
+    )
+    others = ", ".join(f"{k} {100 * v:.0f}%" for k, v in sorted(transfer.items()))
+    log(
+        f"this machine's {config.model.name} model at {devices} device(s): fitted on {', '.join(pooled.datasets)}"
+        + (f"; each dataset's median error when left out of the fit: {others}" if transfer else "")
+        + f" -> {path} (schedule.cost_model: auto uses it)"
+    )
+    return {"cache": str(path), "pooled": pooled.to_dict(), "transfer": transfer}
+
+
 def run_profile(
-    config: Config, out_dir: str | Path, n_steps: int = 24, repeats: int = 3, log=print
+    config: Config,
+    out_dir: str | Path,
+    n_steps: int = 24,
+    repeats: int = 3,
+    log=print,
+    cache: bool = True,
+    max_load: float = 0.0,
 ) -> CostModel:
-    # every step on its own bucket: re-using a larger compiled budget would blur the spread of sizes
+    """Time ``n_steps`` steps, fit the model on them (``OUT/cost_model.json``, ``OUT/profile.json``) and,
+    with ``cache``, add them to this machine's entry for the run's signature (``cost_cache.record``: the
+    model ``schedule.cost_model: auto`` then uses, pooled over the datasets profiled). The load average
+    is recorded before and after; above ``cost_cache.LOAD_FLAG`` the profile is flagged, above
+    ``max_load`` (> 0) refused."""
+    if cache:
+        cost_cache.check_writable()
+    load_before = os.getloadavg()[0]
+    if max_load > 0 and load_before > max_load:
+        raise UserError(
+            f"load average {load_before:.1f} is above --max-load {max_load:g}: other work shares the CPU and "
+            "would be timed too; profile when the machine is quieter (or raise --max-load)"
+        )
+    # every step on its own bucket: re-using a larger compiled budget would blur the spread of sizes;
+    # the analytic weights: the profile's steps must not depend on an earlier profile
     exact = dataclasses.replace(config.parallel, budgets="buckets", reuse_slack=0.0, compile_steps=0.0)
-    config = dataclasses.replace(config, parallel=exact)
+    config = dataclasses.replace(
+        config, parallel=exact, schedule=dataclasses.replace(config.schedule, cost_model="analytic")
+    )
     trainer = Trainer(config)
     out = Path(out_dir)
     steps = profile_steps(trainer, n_steps, config.train.seed)
-    rows, seconds = [], []
-    seen: dict[tuple, float] = {}
-    for i, step in enumerate(steps):
-        work, sec = time_step(trainer, step, repeats)
-        key = tuple(work)
-        log(
-            f"profile step {i + 1}/{len(steps)}: nodes {work[0]:.0f} edges {work[1]:.0f} pairs {work[2]:.0f}  {sec * 1e3:.1f} ms"
-        )
-        if key in seen:
-            continue
-        seen[key] = sec
-        rows.append(work)
-        seconds.append(sec)
+    rows, seconds, compiles = time_steps(trainer, steps, repeats, log)
+    load = [load_before, os.getloadavg()[0]]
     if len(rows) < 5:
         raise UserError(
             f"only {len(rows)} distinct step sizes to fit the cost model on: use more --steps, a smaller "
             "parallel.bucket_ratio, or a dataset with more windows"
         )
-    model = fit(
-        window_features(np.array(rows), trainer.windows.window),
-        np.array(seconds),
-        window=trainer.windows.window,
-        source=f"profile:{config.name}:{trainer.n_devices}dev",
+    w, devices = trainer.windows.window, trainer.host_devices
+    features = window_features(np.array(rows), w)
+    model = fit(features, np.array(seconds), window=w, source=f"profile:{config.name}:{trainer.n_devices}dev")
+    model = dataclasses.replace(
+        model,
+        devices=devices,
+        compile_seconds=float(statistics.median(compiles)),
+        load_average=load,
+        datasets=[trainer.graph.name],
     )
+    held = held_out_errors(features, np.array(seconds))
     out.mkdir(parents=True, exist_ok=True)
     model.save(out / "cost_model.json")
-    (out / "profile.json").write_text(
-        json.dumps(
-            {
-                "rows": [list(map(float, r)) for r in rows],
-                "seconds": seconds,
-                "devices": trainer.n_devices,
-                "window": trainer.windows.window,
-                "mape": model.mape,
-            },
-            indent=2,
-        )
-        + "\n"
+    summary = {
+        "rows": [list(map(float, r)) for r in rows],
+        "seconds": seconds,
+        "compile_seconds": compiles,
+        "devices": trainer.n_devices,
+        "window": w,
+        "dataset": trainer.graph.name,
+        "mape": model.mape,
+        "held_out_median_error": float(np.median(held)),
+        "load": load,
+    }
+    flag = (
+        f"; load average {load[0]:.1f} / {load[1]:.1f} > {cost_cache.LOAD_FLAG:g}: other work was timed too"
+        if max(load) > cost_cache.LOAD_FLAG
+        else ""
     )
     log(
-        f"fitted {len(rows)} distinct step budgets: held-out mean abs error {100 * model.mape:.1f}% "
-        f"-> {out / 'cost_model.json'}"
+        f"fitted {len(rows)} distinct step budgets: held-out error median {100 * summary['held_out_median_error']:.1f}% "
+        f"(mean {100 * model.mape:.1f}%), a compilation {model.compile_seconds:.2f} s -> {out / 'cost_model.json'}{flag}"
     )
+    if cache:
+        summary.update(add_to_cache(trainer, summary, compiles, log))
+    (out / "profile.json").write_text(json.dumps(summary, indent=2) + "\n")
     return model

@@ -121,6 +121,11 @@ def claim_out_dir(out: Path, config: Config, note) -> None:
     shutil.rmtree(out / checkpoint.FOLDER, ignore_errors=True)  # only leftovers of unfinished saves are there
 
 
+def _prediction_error(history: list[dict]) -> float | None:
+    ratios = [r["predicted_step_seconds"] / r["step_seconds"] - 1 for r in history if r.get("step_seconds")]
+    return float(statistics.median(ratios)) if ratios else None
+
+
 def header_line(graph, windows, n_devices: int, config: Config, candidates: str) -> str:
     """The line a run (and the ``schedule`` command) starts with: the data (with its empty snapshots),
     its windows, the setup; then, when most snapshots are empty, a warning line with the fix."""
@@ -201,5 +206,9 @@ def summarize_run(config: Config, trainer, history: list[dict]) -> dict:
         # the memory budget per device, the largest step's bytes (XLA, compiled), micro-steps per
         # update and the estimate of the peak before epoch 1 (memory_plan.py); {} when not planned
         "memory": trainer.memory,
+        # the cost model the run used (schedule.cost_model), and how well it predicted the steps that
+        # compiled nothing: median over epochs of predicted / measured - 1
+        "cost_model": trainer.cost_model.to_dict()
+        | {"note": trainer.cost_note, "prediction_error": _prediction_error(history)},
         "config": to_dict(config),
     }

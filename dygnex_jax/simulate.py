@@ -363,13 +363,11 @@ def _checked_run_args(
 
 
 def _run_cost_model(config: Config, cost_model: CostModel | None, window: int) -> CostModel:
-    """``cost_model``, else the config's ``schedule.cost_model`` file, else the analytic default."""
+    """``cost_model``, else the config's ``schedule.cost_model`` file, else the analytic default (also
+    for ``auto``: the simulated devices are not this machine's; pass ``--cost-model`` for a profile)."""
     from .schedule.cost import default_cost_model
 
     if cost_model is not None:
         return cost_model
-    return (
-        CostModel.load(config.schedule.cost_model)
-        if config.schedule.cost_model
-        else default_cost_model(window)
-    )
+    setting = config.schedule.cost_model
+    return default_cost_model(window) if setting in ("", "auto", "analytic") else CostModel.load(setting)

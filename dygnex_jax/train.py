@@ -12,6 +12,7 @@ first); ``KeyboardInterrupt`` then reaches the caller (the CLI exits with 130).
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 import os
@@ -47,6 +48,7 @@ __all__ = [
 ]
 
 
+COST_MODEL_FILE = "cost_model.json"  # OUT/: the cost model the run started with (schedule.cost_model)
 WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EFBIG)
 
 
@@ -91,6 +93,11 @@ def train_and_evaluate(
 def _train(config: Config, out: Path, resume: bool, progress: Progress, lock: runlock.RunLock) -> dict:
     """The run itself: build, plan and compile, then train, evaluate and checkpoint epoch after epoch."""
     main = lock.active
+    kept = out / COST_MODEL_FILE  # the model a run started with: its resume plans with the same one
+    if resume and config.schedule.cost_model == "auto" and kept.is_file():
+        config = dataclasses.replace(
+            config, schedule=dataclasses.replace(config.schedule, cost_model=str(kept))
+        )
     trainer = Trainer(config)
     trainer.plan_budgets()  # before a resume restores re-fitted weights: the same plan
     early: list[str] = []
@@ -99,7 +106,7 @@ def _train(config: Config, out: Path, resume: bool, progress: Progress, lock: ru
     if not resume:  # the steps fitted to the memory budget (an error there) before the folder exists
         trainer.compile_planned(early.append)
     history, first = _start(trainer, out, resume, progress, lock)
-    for line in [trainer.plan_note, *early]:
+    for line in [trainer.cost_note, trainer.plan_note, *early]:
         if line:
             progress.line(line)
     trainer.compile_planned(progress.line)  # a resumed run's budgets (the others are compiled)
@@ -150,6 +157,9 @@ def _start(trainer: Trainer, out: Path, resume: bool, progress: Progress, lock) 
         lock.acquire()
         claim_out_dir(out, config, progress.line)
         checkpoint.write_config(config, out)
+        tmp = out / f".{COST_MODEL_FILE}.tmp"
+        trainer.cost_model.save(tmp)
+        tmp.replace(out / COST_MODEL_FILE)
     progress.line(
         header_line(trainer.graph, trainer.windows, trainer.n_devices, config, trainer.candidate_mode)
     )

@@ -19,7 +19,7 @@ import jax
 import numpy as np
 import optax
 
-from . import compile_cache, memory_plan, parallel, resources, strategies
+from . import compile_cache, memory_plan, parallel, pricing, resources, strategies
 from . import plan as planning
 from .comm import collective_bytes
 from .config import Config, TrainConfig, step_layout
@@ -33,7 +33,7 @@ from .padding import layout_view
 from .padding import padded_work as layout_padded_work
 from .schedule import cost_weights, schedule
 from .schedule.base import check_sizes
-from .schedule.cost import CostModel, default_cost_model, fit, window_features
+from .schedule.cost import CostModel, fit, window_features
 from .schedule.ilp import require_installed
 from .schedule.metrics import summarize
 from .tasks import get_task
@@ -89,10 +89,9 @@ class Trainer:
         self.cpu_rows = len(self.local_rows) if jax.default_backend() == "cpu" else 0
         resources.check_run(self.windows, c, self.n_devices, self.candidate_mode, self.cpu_rows)
         # --- cost model: the scheduler's weights (seconds per node / edge / pair when profiled) ---
-        if c.schedule.cost_model:
-            self.set_cost_model(CostModel.load(c.schedule.cost_model))
-        else:
-            self.cost_model, self.settings = default_cost_model(self.windows.window), c.schedule
+        self.host_devices, self.host_processes = parallel.host_devices(self.mesh)
+        model, self.cost_note = pricing.resolve(self)  # schedule.cost_model (auto: this machine's profile)
+        self.set_cost_model(model)
         self._slowdown: float | None = None  # see ``slowdown``
         self.packer = Packer(
             self.windows,
@@ -146,16 +145,12 @@ class Trainer:
     # --- cost model and pricing -----------------------------------------------------------------
 
     def set_cost_model(self, model: CostModel) -> None:
-        """Use ``model``'s seconds per node, edge and pair as the scheduler's alpha, beta, gamma (the
-        config's weights stay when the model charges nothing per node, edge or pair)."""
-        alpha, beta, gamma = (float(x) for x in model.weights(self.windows.window))
+        """Use ``model``'s seconds per node, edge and pair as the scheduler's alpha, beta, gamma
+        (``plan.run_settings``: the config's weights stay for the analytic model, or one that charges
+        nothing per node, edge or pair)."""
         self.cost_model = model
-        if alpha + beta + gamma <= 0:
-            # The fit put all time into the per-step constant: sizes do not matter at this scale, so
-            # any balance is as good as another; keep the config's alpha/beta/gamma.
-            self.settings = self.config.schedule
-            return
-        self.settings = dataclasses.replace(self.config.schedule, alpha=alpha, beta=beta, gamma=gamma)
+        self._slowdown = None
+        self.settings = planning.run_settings(self.config.schedule, model, self.windows.window)
 
     @property
     def weights(self) -> np.ndarray:
@@ -171,16 +166,10 @@ class Trainer:
 
     @property
     def slowdown(self) -> float:
-        """How much slower a device runs than the cost model predicts because this process's devices
-        share its CPU cores (``plan.shared_cores``; 1 for a profiled cost model, measured as the devices
-        ran); averaged over the processes, so all agree."""
+        """How much slower a device runs than the cost model predicts (``pricing.slowdown``: devices
+        sharing CPU cores); the same on every process."""
         if self._slowdown is None:
-            if self.cost_model.source != "analytic":  # measured on the machine: contention included
-                self._slowdown = 1.0
-            else:
-                cores = planning.available_cores()
-                local = planning.shared_cores(len(self.local_rows), cores, jax.default_backend())
-                self._slowdown = parallel.sum_over_processes(local) / jax.process_count()
+            self._slowdown = pricing.slowdown(self.cost_model, self.host_devices, len(self.local_rows))
         return self._slowdown
 
     def step_seconds(self, budget: Budget) -> float:
@@ -432,8 +421,10 @@ class Trainer:
                 stats, seconds, cpu, compiled = memory_plan.run_micro_step(
                     self, placed, budget, pw, i % micro == 0, last
                 )
-            predicted = float(self.cost_model.predict_costs(pw[None], self.windows.window)[0])
+            predicted = self.step_seconds(budget)
             acc.update(predicted=predicted, real=sum(loads), padded=padded)
+            if not compiled:  # the cost model's prediction against steps that compiled nothing
+                acc.update(steps_timed=seconds, steps_predicted=predicted)
             acc.update({f"comm_{k}": v for k, v in comm.items()})
             finite = True
             if stats is not None:
@@ -486,6 +477,9 @@ class Trainer:
             "epoch_seconds": seconds,
             "epoch_cpu_seconds": cpu,
             "predicted_epoch_seconds": float(acc["predicted"]),
+            # the steps that compiled nothing: their seconds, and the cost model's prediction of them
+            "step_seconds": float(acc["steps_timed"]),
+            "predicted_step_seconds": float(acc["steps_predicted"]),
             "padding_efficiency": acc["real"] / acc["padded"] if acc["padded"] else 1.0,
             "schedule_padding_efficiency": sched_stats["padding_efficiency"],
             "imbalance": sched_stats["imbalance"],

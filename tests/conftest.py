@@ -14,6 +14,12 @@ if "DYGNEX_CACHE" not in os.environ:
     import tempfile
 
     os.environ["DYGNEX_CACHE"] = tempfile.mkdtemp(prefix="dygnex-test-cache-")
+# ... and this machine's cost-model cache (schedule.cost_model: auto): an empty one, so that a profile on
+# the developer's machine never changes what a test schedules
+if "DYGNEX_COST_MODELS" not in os.environ:
+    import tempfile
+
+    os.environ["DYGNEX_COST_MODELS"] = tempfile.mkdtemp(prefix="dygnex-test-cost-models-")
 
 import pytest  # noqa: E402
 

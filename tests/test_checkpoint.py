@@ -36,6 +36,8 @@ WALL = {
     "eval_seconds",
     "peak_rss_bytes",
     "device_peak_bytes",
+    "step_seconds",  # the steps that compiled nothing: which ones did is this process's
+    "predicted_step_seconds",
 }
 STEP_WALL = {"seconds", "cpu_seconds", "compiled"}
 

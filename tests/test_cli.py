@@ -123,8 +123,13 @@ def test_schedule_command_writes_json_and_plot(tmp_path):
     assert "dygnex_g" in result.stdout
 
 
-def test_profile_fits_and_training_uses_the_model(tmp_path):
+def test_profile_fits_and_training_uses_the_model(tmp_path, monkeypatch):
+    """profile writes its model and this machine's cache entry; a run with schedule.cost_model=auto (the
+    default) and the profile's signature then uses the cached model (its weights, its note, a copy in the
+    run folder), the schedule command too; a file path still works."""
+    monkeypatch.setenv("DYGNEX_COST_MODELS", str(tmp_path / "cache"))
     prof = tmp_path / "prof"
+    same = ["parallel.devices=2", "train.batch_size=4"]
     result = run_cli(
         "profile",
         "--config",
@@ -137,25 +142,43 @@ def test_profile_fits_and_training_uses_the_model(tmp_path):
         str(prof),
         "parallel.bucket_ratio=1.1",
         "parallel.min_bucket=8",
-        "parallel.devices=2",
-        "train.batch_size=4",
+        *same,
     )
     assert result.returncode == 0, result.stderr
     model = json.loads((prof / "cost_model.json").read_text())
     assert model["n_samples"] >= 5 and model["mape"] is not None and min(model["coef"]) >= 0
+    assert model["devices"] == 2 and model["compile_seconds"] > 0 and len(model["load_average"]) == 2
+    entries = list((tmp_path / "cache").glob("*.json"))
+    assert len(entries) == 1, "the profile is in this machine's cache"
+    cached = json.loads(entries[0].read_text())["model"]
     run = tmp_path / "run"
+    result = run_cli("train", "--config", "configs/smoke.yaml", "--out", str(run), "train.epochs=1", *same)
+    assert result.returncode == 0, result.stderr
+    assert "cost model: profiled on this machine" in result.stderr
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["cost_model"]["coef"] == cached["coef"] and summary["cost_model"]["devices"] == 2
+    assert json.loads((run / "cost_model.json").read_text())["coef"] == cached["coef"]
+    row = json.loads((run / "metrics.jsonl").read_text().splitlines()[0])
+    assert row["predicted_epoch_seconds"] > 0
+    scheduled = run_cli("schedule", "--config", "configs/smoke.yaml", "--devices", "2", "train.batch_size=4")
+    assert scheduled.returncode == 0 and "cost model: profiled on this machine" in scheduled.stderr
+    # another device count has no profile: the analytic model, and the line saying how to get one
+    other = run_cli("schedule", "--config", "configs/smoke.yaml", "--devices", "4", "train.batch_size=4")
+    assert (
+        other.returncode == 0 and "cost model: analytic (no profile of egcn_o at 4 device(s)" in other.stderr
+    )
+    run2 = tmp_path / "run2"
     result = run_cli(
         "train",
         "--config",
         "configs/smoke.yaml",
         "--out",
-        str(run),
+        str(run2),
         "train.epochs=1",
         f"schedule.cost_model={prof / 'cost_model.json'}",
     )
     assert result.returncode == 0, result.stderr
-    row = json.loads((run / "metrics.jsonl").read_text().splitlines()[0])
-    assert row["predicted_epoch_seconds"] > 0
+    assert json.loads((run2 / "summary.json").read_text())["cost_model"]["coef"] == model["coef"]
 
 
 def test_missing_cost_model_is_a_user_error(tmp_path):

@@ -155,7 +155,10 @@ def test_out_of_range_messages_read_as_before():
         ("train.on_nonfinite=halt", "train.on_nonfinite must be stop or skip, got 'halt'"),
         ("data.train_frac=1", "data.train_frac must be in (0, 1), got 1.0"),
         ("parallel.max_budgets=65", "parallel.max_budgets must be in 1..64, got 65"),
-        ("parallel.compile_seconds=0", "parallel.compile_seconds must be in (0, 86400], got 0.0"),
+        (
+            "parallel.compile_seconds=-1",
+            "parallel.compile_seconds must be in (0, 86400], or 0 (auto), got -1.0",
+        ),
         ("parallel.compile_steps=-2", "parallel.compile_steps must be >= 0, or -1 (auto), got -2.0"),
         ("parallel.bucket_ratio=1", "parallel.bucket_ratio must be > 1 and finite, got 1.0"),
         ("data.last_snapshots=-2", "data.last_snapshots must be >= 0, or -1 (default), got -2"),

@@ -279,6 +279,9 @@ CASES = {
         "the checkpoint is at epoch 2",
     ),
     "profile-bad-steps": (["profile", "--config", SMOKE, "--steps", "1"], "--steps >= 2"),
+    "profile-bad-max-load": (["profile", "--config", SMOKE, "--max-load", "-1"], "--max-load must be >= 0"),
+    # the test process itself keeps the load average above this
+    "profile-machine-busy": (["profile", "--config", SMOKE, "--max-load", "0.000001"], "is above --max-load"),
     "schedule-bad-devices": (["schedule", "--config", SMOKE, "--devices", "-3"], "--devices must be >= 0"),
     "inspect-bad-rows": (["inspect", "--config", SMOKE, "--rows", "1"], "--rows >= 2"),
     "output-under-a-file": (

@@ -32,7 +32,7 @@ from ..errors import UserError
 
 FEATURES = ("node_steps", "edges", "pairs", "snapshots", "constant")
 _FORMAT = "dygnex_cost_model"
-_VERSION = 1
+_VERSION = 2  # 2 added devices, compile_seconds, load_average, datasets (a version-1 file reads as before)
 HOLDOUT_EVERY = 5  # rows i with i % 5 == 4 are held out to measure the fit error (80/20)
 
 
@@ -64,6 +64,13 @@ class CostModel:
       mape: mean absolute percentage error (0.05 = 5 %) on held-out rows; None for analytic models.
       n_samples: rows the model was fitted on (0 = analytic).
       source: "analytic" or "fit" (or a caller's note, e.g. the profiling config).
+      devices: devices that shared this machine's cores while it was profiled (the fake CPU devices
+        of one process, or processes x devices on one host); 0 = not measured (analytic). A profile
+        taken at the run's own device count already holds the devices' contention.
+      compile_seconds: the median seconds one training-step compilation took while profiling
+        (lowering + XLA, measured apart from the step times); None = not measured.
+      load_average: the load average (1 min) before and after the profile; None = not measured.
+      datasets: the datasets whose steps it was fitted on.
     """
 
     coef: np.ndarray
@@ -71,6 +78,10 @@ class CostModel:
     mape: float | None = None
     n_samples: int = 0
     source: str = "analytic"
+    devices: int = 0
+    compile_seconds: float | None = None
+    load_average: list | None = None
+    datasets: list = dataclasses.field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.coef = np.asarray(self.coef, dtype=np.float64).reshape(-1)
@@ -100,6 +111,10 @@ class CostModel:
             "mape": None if self.mape is None else float(self.mape),
             "n_samples": int(self.n_samples),
             "source": self.source,
+            "devices": int(self.devices),
+            "compile_seconds": None if self.compile_seconds is None else float(self.compile_seconds),
+            "load_average": None if self.load_average is None else [float(x) for x in self.load_average],
+            "datasets": [str(x) for x in self.datasets],
         }
 
     def save(self, path: str | os.PathLike) -> None:
@@ -125,12 +140,23 @@ class CostModel:
         problem = _check(data)
         if problem:
             raise UserError(f"cost model file {str(p)!r} is malformed: {problem}")
+        return cls.from_dict(data)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> CostModel:
+        """The model of ``to_dict``'s output (checked by ``_check``; fields a version-1 file lacks take
+        their defaults)."""
+        compile_s, load = data.get("compile_seconds"), data.get("load_average")
         return cls(
             coef=np.array(data["coef"], dtype=np.float64),
             window=int(data.get("window", 10)),
             mape=None if data.get("mape") is None else float(data["mape"]),
             n_samples=int(data.get("n_samples", 0)),
             source=str(data.get("source", "fit")),
+            devices=int(data.get("devices", 0)),
+            compile_seconds=None if compile_s is None else float(compile_s),
+            load_average=None if load is None else [float(x) for x in load],
+            datasets=[str(x) for x in data.get("datasets", [])],
         )
 
 
@@ -155,7 +181,24 @@ def _check(data) -> str | None:
     mape = data.get("mape")
     if mape is not None and (not isinstance(mape, (int, float)) or isinstance(mape, bool) or mape < 0):
         return "'mape' must be null or a number >= 0"
+    devices = data.get("devices", 0)
+    if not isinstance(devices, int) or isinstance(devices, bool) or devices < 0:
+        return "'devices' must be an integer >= 0"
+    compile_s = data.get("compile_seconds")
+    if compile_s is not None and not _number(compile_s, positive=True):
+        return "'compile_seconds' must be null or a number > 0"
+    load = data.get("load_average")
+    if load is not None and not (isinstance(load, list) and all(_number(x) for x in load)):
+        return "'load_average' must be null or a list of numbers"
+    datasets = data.get("datasets", [])
+    if not isinstance(datasets, list) or not all(isinstance(x, str) for x in datasets):
+        return "'datasets' must be a list of names"
     return None
+
+
+def _number(x, positive: bool = False) -> bool:
+    ok = isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+    return ok and (x > 0 if positive else x >= 0)
 
 
 def default_cost_model(window: int = 10) -> CostModel:
@@ -206,16 +249,25 @@ def fit(features: np.ndarray, seconds: np.ndarray, *, window: int = 10, source: 
         raise UserError("no timings to fit the cost model on: profile at least one step")
     if not (np.all(np.isfinite(features)) and np.all(np.isfinite(seconds))):
         raise ValueError("features and seconds must be finite")
-    rows = np.arange(len(seconds))
-    held = rows % HOLDOUT_EVERY == HOLDOUT_EVERY - 1
-    if held.any() and (~held).any():
-        coef = _nnls(features[~held], seconds[~held])
-        error = mape(features[held] @ coef, seconds[held])
-    else:
-        coef = _nnls(features, seconds)
-        error = mape(features @ coef, seconds)
+    error = float(np.mean(held_out_errors(features, seconds)))
     coef = _nnls(features, seconds)
     return CostModel(coef=coef, window=window, mape=error, n_samples=len(seconds), source=source)
+
+
+def held_out_errors(features: np.ndarray, seconds: np.ndarray) -> np.ndarray:
+    """|predicted / measured - 1| of the held-out rows (``i % HOLDOUT_EVERY == HOLDOUT_EVERY - 1``) under
+    a fit on the others (with fewer than ``HOLDOUT_EVERY`` rows: every row, in sample); rows with
+    seconds <= 0 are skipped."""
+    features = np.asarray(features, np.float64)
+    seconds = np.asarray(seconds, np.float64).reshape(-1)
+    held = np.arange(len(seconds)) % HOLDOUT_EVERY == HOLDOUT_EVERY - 1
+    if not (held.any() and (~held).any()):
+        held = np.ones(len(seconds), bool)
+        coef = _nnls(features, seconds)
+    else:
+        coef = _nnls(features[~held], seconds[~held])
+    ok = held & (seconds > 0)
+    return np.abs(features[ok] @ coef - seconds[ok]) / seconds[ok]
 
 
 def padded_loads(loads: np.ndarray) -> np.ndarray:

@@ -1,0 +1,248 @@
+"""This machine's profiled cost models: profile once, reuse (``schedule.cost_model: auto``). No JAX.
+
+``python -m dygnex_jax profile`` stores the steps it timed here (``record``), under the *signature* of
+what makes a step cost what it costs on this machine (``signature``): the model section, the task, the
+input width, the packed layout, the devices and processes sharing the machine, the JAX platform and the
+CPU. The profiles of several datasets under one signature are pooled: one model is fitted on all of
+their steps, and each dataset's error when its own steps are left out of the fit is kept beside it
+(``transfer``: what the model is worth on a dataset it has not seen). A run with
+``schedule.cost_model: auto`` (the default) uses the entry of its signature (``resolve``); without one,
+the analytic model, with a line saying how to profile.
+
+Folder: ``$DYGNEX_COST_MODELS``, else ``$XDG_CACHE_HOME/dygnex_jax/cost_models``, else
+``~/.cache/dygnex_jax/cost_models``. An entry is one JSON file, replaced atomically.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import platform as _platform
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .errors import UserError
+from .schedule.cost import CostModel, default_cost_model, fit, window_features
+
+ENV = "DYGNEX_COST_MODELS"
+FORMAT = "dygnex_cost_profiles"
+VERSION = 1
+SETTINGS = ("auto", "analytic")  # schedule.cost_model besides a file path ("" reads as analytic)
+LOAD_FLAG = 2.0  # a profile taken above this 1-minute load average is flagged (timings share the CPU)
+
+
+def folder() -> Path:
+    if os.environ.get(ENV):
+        return Path(os.environ[ENV]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or "~/.cache"
+    return Path(base).expanduser() / "dygnex_jax" / "cost_models"
+
+
+def available_cores() -> int:
+    """The CPU cores this process may run on (its affinity where the OS tells it)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def machine() -> dict:
+    """This machine as the cache tells machines apart: the CPU model and the cores this process has."""
+    cpu = _platform.processor() or _platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"cpu": cpu, "cores": available_cores()}
+
+
+def signature(config, *, num_features: int, layout: str, devices: int, processes: int, platform: str) -> dict:
+    """What a step's time depends on besides its padded sizes (those are the model's features)."""
+    return {
+        "model": dataclasses.asdict(config.model),
+        "task": config.data.task,
+        "features": int(num_features),
+        "layout": layout,
+        "devices": int(devices),
+        "processes": int(processes),
+        "platform": platform,
+        "machine": machine(),
+    }
+
+
+def entry_path(sig: dict) -> Path:
+    digest = hashlib.sha256(json.dumps(sig, sort_keys=True).encode()).hexdigest()[:16]
+    return folder() / f"{sig['model']['name']}-{sig['layout']}-{sig['devices']}dev-{digest}.json"
+
+
+def _read(path: Path) -> dict | None:
+    """An entry's JSON, None when absent; ValueError when it is not one."""
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{type(e).__name__}") from None
+    if (
+        not isinstance(data, dict)
+        or data.get("format") != FORMAT
+        or not isinstance(data.get("datasets"), dict)
+    ):
+        raise ValueError("not a cost-model cache entry")
+    for d in data["datasets"].values():
+        rows, secs = np.asarray(d.get("rows"), float), np.asarray(d.get("seconds"), float)
+        if (
+            rows.ndim != 2
+            or rows.shape[1:] != (3,)
+            or rows.shape[0] != secs.shape[0]
+            or int(d.get("window", 0)) < 1
+        ):
+            raise ValueError("a dataset's rows are malformed")
+    return data
+
+
+def fit_pooled(datasets: dict, source: str, devices: int) -> tuple[CostModel, dict]:
+    """One model on the steps of every dataset (each with its own W) -> (model, transfer): transfer
+    maps a dataset to the median absolute error on its steps of a model fitted without them (only
+    with two datasets or more)."""
+    names = sorted(datasets)
+    feats = {
+        n: window_features(np.asarray(datasets[n]["rows"], float), int(datasets[n]["window"])) for n in names
+    }
+    secs = {n: np.asarray(datasets[n]["seconds"], float) for n in names}
+    x = np.concatenate([feats[n] for n in names])
+    y = np.concatenate([secs[n] for n in names])
+    window = int(datasets[names[0]]["window"])
+    model = fit(x, y, window=window, source=source)
+    transfer = {}
+    if len(names) > 1:
+        for n in names:
+            others = [m for m in names if m != n]
+            held = fit(np.concatenate([feats[m] for m in others]), np.concatenate([secs[m] for m in others]))
+            pred = held.predict(feats[n])
+            transfer[n] = float(np.median(np.abs(pred - secs[n]) / secs[n]))
+    compiles = [c for n in names for c in datasets[n].get("compile_seconds", [])]
+    loads = [datasets[n]["load"] for n in names if datasets[n].get("load")]
+    model = dataclasses.replace(
+        model,
+        devices=devices,
+        compile_seconds=float(statistics.median(compiles)) if compiles else None,
+        load_average=[max(lo[0] for lo in loads), max(lo[-1] for lo in loads)] if loads else None,
+        datasets=names,
+    )
+    return model, transfer
+
+
+def _unwritable(where: Path, e: OSError) -> UserError:
+    return UserError(
+        f"cannot write the cost-model cache {str(where)!r} ({e.strerror or e}): set {ENV} to a writable "
+        "folder, or profile with --no-cache"
+    )
+
+
+def check_writable() -> None:
+    """A UserError now, before any step is timed, when the cache folder cannot be made or written."""
+    where = folder()
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=where, suffix=".probe"):
+            pass
+    except OSError as e:
+        raise _unwritable(where, e) from None
+
+
+def record(
+    sig: dict, dataset: str, work, seconds, window: int, compile_seconds, load, log=print
+) -> tuple[CostModel, Path, dict]:
+    """Add (or replace) ``dataset``'s timed steps in the entry of ``sig`` and refit on all its
+    datasets -> (model, entry path, transfer errors). Written atomically; an unreadable entry is
+    replaced (with a line)."""
+    path = entry_path(sig)
+    try:
+        data = _read(path)
+    except ValueError as e:
+        log(f"note: the cost-model cache entry {path} is unreadable ({e}); starting it anew")
+        data = None
+    if data is None:
+        data = {"format": FORMAT, "version": VERSION, "signature": sig, "datasets": {}}
+    data["datasets"][dataset] = {
+        "rows": [[float(v) for v in r] for r in work],
+        "seconds": [float(s) for s in seconds],
+        "window": int(window),
+        "compile_seconds": [float(c) for c in compile_seconds],
+        "load": [float(x) for x in load],
+        "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
+    source = f"profile:{sig['model']['name']}:{sig['devices']}dev:{'+'.join(sorted(data['datasets']))}"
+    model, transfer = fit_pooled(data["datasets"], source, int(sig["devices"]))
+    data["model"], data["transfer"] = model.to_dict(), transfer
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False) as f:
+            f.write(json.dumps(data, indent=1) + "\n")
+        os.replace(f.name, path)
+    except OSError as e:
+        raise _unwritable(path.parent, e) from None
+    return model, path, transfer
+
+
+def lookup(sig: dict) -> tuple[CostModel | None, str]:
+    """The cached model of ``sig`` and a line on it (or None and why not)."""
+    path = entry_path(sig)
+    try:
+        data = _read(path)
+    except ValueError as e:
+        return None, f"the cost-model cache entry {path} is unreadable ({e}): re-run profile"
+    if data is None or not data["datasets"]:
+        return None, ""
+    try:
+        model = CostModel.from_dict(data["model"])
+    except (KeyError, TypeError, ValueError):
+        return None, f"the cost-model cache entry {path} is unreadable (its model): re-run profile"
+    err = "" if model.mape is None else f", held-out error {100 * model.mape:.0f}%"
+    return model, f"cost model: profiled on this machine ({', '.join(model.datasets)}{err}) from {path}"
+
+
+def resolve(
+    config, *, window: int, num_features: int, layout: str, devices: int, processes: int, platform: str
+) -> tuple[CostModel, str]:
+    """The run's cost model for ``schedule.cost_model`` and a line for the log ("" when nothing to say):
+    a file; ``analytic`` (or ""); ``auto``: this machine's profile of the run's signature, else the
+    analytic model with the command that profiles it."""
+    setting = config.schedule.cost_model
+    if setting in ("", "analytic"):
+        return default_cost_model(window), ""
+    if setting != "auto":
+        return CostModel.load(setting), f"cost model: {setting}"
+    sig = signature(
+        config,
+        num_features=num_features,
+        layout=layout,
+        devices=devices,
+        processes=processes,
+        platform=platform,
+    )
+    model, note = lookup(sig)
+    if model is not None:
+        return dataclasses.replace(model, window=window), note
+    why = note or f"no profile of {config.model.name} at {devices} device(s) on this machine"
+    return default_cost_model(window), (
+        f"cost model: analytic ({why}): `python -m dygnex_jax profile` with this run's config and "
+        "options, once, makes later runs use a measured one"
+    )
+
+
+def median_error(model: CostModel, work, seconds, window: int) -> float:
+    """Median absolute relative error of ``model`` on timed steps (work [N, 3], seconds [N])."""
+    pred = model.predict_costs(np.asarray(work, float), window)
+    secs = np.asarray(seconds, float)
+    return float(np.median(np.abs(pred - secs) / secs)) if len(secs) else float("nan")

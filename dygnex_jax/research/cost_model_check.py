@@ -1,0 +1,164 @@
+"""Does the cost model predict what the devices run? (``tools/bench_cost_model.py``)
+
+1. ``profile`` (the CLI, a subprocess per dataset) at P devices on the *fit* datasets, into a cache
+   folder of the benchmark's own (``DYGNEX_COST_MODELS``): one pooled model for the signature.
+2. Every dataset — fitted and held out — trains ``epochs`` epochs at P devices in a worker process with
+   ``schedule.cost_model: auto`` (so the run uses the pooled model, as a user's run would) and no
+   evaluation; the worker writes every step's budget, seconds, compiled flag and prediction.
+3. Per dataset: the median absolute error of the predicted step seconds over the steps that compiled
+   nothing (a held-out figure for every dataset: the fit never saw these steps), the predicted and
+   measured epoch seconds (those steps summed, per epoch, median over epochs), and the same two figures
+   of the analytic model on the very same budgets (x its fake-device slowdown, P / cores) — the
+   before / after of one run.
+
+The load average is recorded before and after every run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .. import plan
+from ..errors import UserError
+from ..padding import Budget
+from ..schedule.cost import default_cost_model
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIG = "configs/egcn_o_bitcoin_otc.yaml"  # EvolveGCN-O with Bitcoin-OTC's settings, any dataset
+
+
+def env(devices: int, cache: Path) -> dict:
+    return {
+        **os.environ,
+        "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}",
+        "JAX_PLATFORMS": "cpu",
+        "DYGNEX_COST_MODELS": str(cache),
+    }
+
+
+def overrides(dataset: str, devices: int, batch: int, extra: list[str]) -> list[str]:
+    return [f"data.dataset={dataset}", f"parallel.devices={devices}", f"train.batch_size={batch}", *extra]
+
+
+def run(cmd: list[str], environ: dict, log) -> float:
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=REPO, env=environ, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-4:]
+        raise UserError(f"{' '.join(cmd[1:5])} ... failed (exit {proc.returncode}): {' | '.join(tail)}")
+    log(f"  {time.perf_counter() - start:.0f} s: {' '.join(cmd[1:6])} ...")
+    return time.perf_counter() - start
+
+
+def profile(dataset: str, args, work: Path, log) -> dict:
+    """Profile ``dataset`` at ``args.devices`` into the benchmark's cache; its profile.json."""
+    out = work / f"profile_{dataset}"
+    if not (out / "profile.json").exists():
+        cmd = [sys.executable, "-m", "dygnex_jax", "profile", "--config", CONFIG, "--out", str(out)]
+        cmd += ["--steps", str(args.profile_steps), "--repeats", str(args.repeats)]
+        cmd += overrides(dataset, args.devices, args.batch, args.set)
+        run(cmd, env(args.devices, work / "cache"), log)
+    return json.loads((out / "profile.json").read_text())
+
+
+def worker(result: str, epochs: int, config_overrides: list[str]) -> None:
+    """Train ``epochs`` epochs (no evaluation) and write the steps, the cost model and the loads."""
+    from ..config import load_config
+    from ..train import Trainer
+
+    load = [os.getloadavg()[0]]
+    trainer = Trainer(load_config(REPO / CONFIG, config_overrides))
+    trainer.plan_budgets()
+    trainer.compile_planned(lambda _: None)
+    steps = []
+    for e in range(1, epochs + 1):
+        trainer.train_epoch(e)
+        steps += trainer.last_steps
+    load.append(os.getloadavg()[0])
+    payload = {
+        "steps": [
+            {k: s[k] for k in ("epoch", "seconds", "compiled", "predicted_seconds", "budget")} for s in steps
+        ],
+        "cost_model": trainer.cost_model.to_dict(),
+        "note": trainer.cost_note,
+        "slowdown": trainer.slowdown,
+        "layout": trainer.layout,
+        "window": trainer.windows.window,
+        "devices": trainer.n_devices,
+        "compile_seconds": trainer.compile_seconds,
+        "load": load,
+    }
+    Path(result).write_text(json.dumps(payload) + "\n")
+
+
+def train(dataset: str, args, work: Path, script: str, log) -> dict:
+    out = work / f"train_{dataset}.json"
+    if not out.exists():
+        cmd = [sys.executable, script, "--worker", str(out), "--epochs", str(args.epochs)]
+        cmd += overrides(dataset, args.devices, args.batch, args.set)
+        run(cmd, env(args.devices, work / "cache"), log)
+    return json.loads(out.read_text())
+
+
+def errors(predicted: np.ndarray, seconds: np.ndarray, epochs: np.ndarray) -> dict:
+    """Median |predicted / measured - 1| per step, and the epoch sums' median ratio."""
+    per_epoch = [(predicted[epochs == e].sum(), seconds[epochs == e].sum()) for e in sorted(set(epochs))]
+    return {
+        "step_error_median": float(np.median(np.abs(predicted / seconds - 1))),
+        "epoch_predicted": float(statistics.median(p for p, _ in per_epoch)),
+        "epoch_measured": float(statistics.median(s for _, s in per_epoch)),
+        "epoch_error": float(statistics.median(p / s - 1 for p, s in per_epoch)),
+    }
+
+
+def row(dataset: str, fitted: bool, data: dict, cores: int) -> dict:
+    """The dataset's figures under the run's (profiled) model and under the analytic one."""
+    timed = [s for s in data["steps"] if not s["compiled"]]
+    if not timed:
+        raise UserError(f"{dataset}: every step compiled; train more epochs")
+    secs = np.array([s["seconds"] for s in timed])
+    epochs = np.array([s["epoch"] for s in timed])
+    pred = np.array([s["predicted_seconds"] for s in timed])
+    w, layout = data["window"], data["layout"]
+    slow = plan.shared_cores(data["devices"], cores, "cpu")
+    analytic = plan.step_seconds_fn(default_cost_model(w), w, layout, slow)
+    before = np.array([analytic(Budget(*s["budget"])) for s in timed])
+    return {
+        "dataset": dataset,
+        "fitted_on": fitted,
+        "steps_timed": len(timed),
+        "model": data["cost_model"]["source"],
+        "profiled": errors(pred, secs, epochs),
+        "analytic": errors(before, secs, epochs),
+        "load": data["load"],
+        "compile_seconds": data["compile_seconds"],
+    }
+
+
+def markdown(rows: list[dict], devices: int) -> str:
+    lines = [
+        "| dataset | in the fit | steps timed | step error, median (profiled / analytic) | epoch s measured "
+        "| epoch s predicted, profiled (error) | analytic (error) | load before / after |",
+        "|---|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in rows:
+        p, a = r["profiled"], r["analytic"]
+        lines.append(
+            f"| {r['dataset']} | {'yes' if r['fitted_on'] else '**no**'} | {r['steps_timed']} | "
+            f"{100 * p['step_error_median']:.1f}% / {100 * a['step_error_median']:.0f}% | {p['epoch_measured']:.3f} | "
+            f"{p['epoch_predicted']:.3f} ({100 * p['epoch_error']:+.1f}%) | {a['epoch_predicted']:.3f} "
+            f"({100 * a['epoch_error']:+.0f}%) | {r['load'][0]:.1f} / {r['load'][1]:.1f} |"
+        )
+    lines.append("")
+    lines.append(
+        f"{devices} fake CPU devices; steps that compiled nothing; error = predicted / measured - 1."
+    )
+    return "\n".join(lines) + "\n"

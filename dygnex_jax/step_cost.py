@@ -1,0 +1,133 @@
+"""What a training step costs in seconds: the run's cost model and settings under it, the devices'
+slowdown against it, predicted step seconds of a budget, and a compilation's price (numpy only, no JAX;
+``plan.py`` re-exports these for its callers)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from . import cost_cache
+from .config import Config
+from .padding import Budget, aligned, padded_cost, padded_work
+from .schedule.cost import CostModel
+
+
+def load_cost_model(
+    config: Config,
+    window: int,
+    *,
+    num_features: int = 1,
+    layout: str = "scan",
+    devices: int = 1,
+    processes: int = 1,
+    platform: str = "cpu",
+) -> CostModel:
+    """The run's cost model (``cost_cache.resolve``): a file, the analytic default, or with ``auto``
+    this machine's profile of the run's signature."""
+    return cost_cache.resolve(
+        config,
+        window=window,
+        num_features=num_features,
+        layout=layout,
+        devices=devices,
+        processes=processes,
+        platform=platform,
+    )[0]
+
+
+def run_settings(schedule_cfg, model: CostModel, window: int):
+    """The scheduler's settings under ``model``: alpha, beta, gamma = its seconds per node, edge and
+    pair, unless it is the analytic default (the config's weights stay) or charges nothing per node,
+    edge or pair (sizes do not matter at that scale: any balance is as good as another)."""
+    if model.source == "analytic":
+        return schedule_cfg
+    alpha, beta, gamma = (float(x) for x in model.weights(window))
+    if alpha + beta + gamma <= 0:
+        return schedule_cfg
+    return dataclasses.replace(schedule_cfg, alpha=alpha, beta=beta, gamma=gamma)
+
+
+# compile_steps auto without a way to predict step seconds: one step (the former default)
+AUTO_FALLBACK_STEPS = 1.0
+# parallel.compile_seconds auto without a profiled measurement: one compilation of a training step,
+# lowering included, on the 2-core CPU (EvolveGCN-O 1.4 s, T-GCN 1.8 s, GCRN-GRU 2.1 s)
+DEFAULT_COMPILE_SECONDS = 1.5
+
+
+def shared_cores(devices: int, cores: int | None, backend: str = "cpu") -> float:
+    """How many times slower each device runs than the cost model predicts for a device of its own:
+    ``devices`` fake CPU devices of one process share the host's ``cores`` (P / C when P > C); 1 for
+    accelerators."""
+    if backend != "cpu" or not cores:
+        return 1.0
+    return max(1.0, devices / cores)
+
+
+def model_slowdown(model: CostModel, devices: int, cores: int, backend: str) -> float:
+    """How many times slower than ``model`` predicts a device runs when ``devices`` devices share this
+    machine's ``cores``: ``shared_cores`` for the analytic model (a device of its own); for one profiled
+    with D devices sharing them, the ratio to D's (1 at the device count it was profiled at; a re-fit
+    on the run's own steps: 1)."""
+    if model.source == "analytic":
+        return shared_cores(devices, cores, backend)
+    if not model.devices:
+        return 1.0
+    return shared_cores(devices, cores, backend) / shared_cores(model.devices, cores, backend)
+
+
+@dataclasses.dataclass(frozen=True)
+class StepSeconds:
+    """``Budget -> predicted seconds`` of a training step on that budget: the cost model's prediction
+    of the padded work one device runs, x ``slowdown`` (``shared_cores``); ``compile_seconds``: what a
+    compilation takes by the model's own measurement (None: not measured)."""
+
+    model: CostModel
+    window: int
+    layout: str
+    slowdown: float = 1.0
+
+    def __call__(self, budget: Budget) -> float:
+        work = padded_work(budget, self.window, self.layout)[None]
+        return self.slowdown * float(self.model.predict_costs(work, self.window)[0])
+
+    @property
+    def compile_seconds(self) -> float | None:
+        return self.model.compile_seconds
+
+
+def step_seconds_fn(model: CostModel, window: int, layout: str, slowdown: float = 1.0) -> StepSeconds:
+    return StepSeconds(model, window, layout, slowdown)
+
+
+def compile_seconds(config: Config, step_seconds=None) -> float:
+    """Seconds of one training-step compilation: ``parallel.compile_seconds``, or with 0 (auto) the
+    profiled cost model's measurement, else ``DEFAULT_COMPILE_SECONDS``."""
+    if config.parallel.compile_seconds > 0:
+        return config.parallel.compile_seconds
+    measured = getattr(step_seconds, "compile_seconds", None)
+    return measured if measured else DEFAULT_COMPILE_SECONDS
+
+
+def compile_steps(config: Config, mean_step_seconds: float | None, step_seconds=None) -> float:
+    """A compilation's price in average steps: ``parallel.compile_steps``, or with -1 (auto)
+    ``compile_seconds`` / the predicted seconds of an average step."""
+    steps = config.parallel.compile_steps
+    if steps >= 0:
+        return steps
+    if not mean_step_seconds or mean_step_seconds <= 0:
+        return AUTO_FALLBACK_STEPS
+    return compile_seconds(config, step_seconds) / mean_step_seconds
+
+
+def compile_price(
+    needs: list[Budget], config: Config, window: int, layout: str, weights, step_seconds=None
+) -> float:
+    """A compilation's price in padded-work units: ``compile_steps`` average steps (``step_seconds``:
+    ``Budget -> predicted seconds``, for the auto price; the average over ``needs``, aligned)."""
+    a = config.parallel.budget_align
+    needs = [aligned(b, a) for b in needs]
+    mean = float(np.mean([padded_cost(b, window, layout, weights) for b in needs]))
+    secs = float(np.mean([step_seconds(b) for b in needs])) if step_seconds else None
+    return compile_steps(config, secs, step_seconds) * mean

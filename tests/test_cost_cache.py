@@ -1,0 +1,166 @@
+"""This machine's cost-model cache (cost_cache.py) and how a run prices steps with it (step_cost.py)."""
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from dygnex_jax import cost_cache, plan
+from dygnex_jax.config import load_config
+from dygnex_jax.errors import UserError
+from dygnex_jax.padding import Budget
+from dygnex_jax.schedule.cost import CostModel, default_cost_model, held_out_errors, window_features
+
+TRUE = np.array([3e-7, 2e-6, 1e-6, 2e-4, 4e-3])  # seconds per node-step, edge, pair, snapshot, step
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv(cost_cache.ENV, str(tmp_path / "cost_models"))
+    return tmp_path / "cost_models"
+
+
+def timed(seed: int, n: int, window: int, scale: float, noise: float = 0.02):
+    """n steps of a synthetic dataset (sizes ~ scale) timed by TRUE with multiplicative noise."""
+    r = np.random.default_rng(seed)
+    work = np.column_stack(
+        [r.uniform(0.2, 1, n) * scale, r.uniform(0.2, 1, n) * scale * 0.5, r.uniform(0.2, 1, n) * scale * 4]
+    ).round()
+    secs = window_features(work, window) @ TRUE * np.exp(noise * r.standard_normal(n))
+    return work, secs
+
+
+def sig(config=None, devices=2, layout="last"):
+    config = config or load_config(None, [])
+    return cost_cache.signature(
+        config, num_features=7, layout=layout, devices=devices, processes=1, platform="cpu"
+    )
+
+
+def test_pooled_profiles_fit_one_model_and_report_each_left_out_dataset(cache):
+    """Two datasets' profiles under one signature: one model on both (it recovers the true
+    coefficients), the error on each dataset when it was left out of the fit, the measured compile
+    seconds (median) and the worse load average kept."""
+    s = sig()
+    a, b = timed(0, 30, 10, 20_000), timed(1, 30, 6, 60_000)
+    m1, path, transfer = cost_cache.record(s, "a", *a, 10, [1.0, 2.0], [0.5, 0.7], log=lambda _: None)
+    assert transfer == {} and m1.datasets == ["a"] and m1.devices == 2
+    m2, path2, transfer = cost_cache.record(s, "b", *b, 6, [3.0], [1.5, 0.4], log=lambda _: None)
+    assert path2 == path and m2.datasets == ["a", "b"] and m2.n_samples == 60
+    np.testing.assert_allclose(m2.coef[:3], TRUE[:3], rtol=0.1)
+    assert set(transfer) == {"a", "b"} and max(transfer.values()) < 0.1
+    assert m2.compile_seconds == 2.0 and m2.load_average == [1.5, 0.7]
+    got, note = cost_cache.lookup(s)
+    np.testing.assert_array_equal(got.coef, m2.coef)
+    assert "profiled on this machine (a, b" in note and str(path) in note
+    # re-profiling a dataset replaces its steps (no double counting)
+    m3, _, _ = cost_cache.record(s, "b", *b, 6, [3.0], [1.5, 0.4], log=lambda _: None)
+    assert m3.n_samples == 60
+
+
+def test_the_signature_tells_models_devices_and_layouts_apart(cache):
+    s = sig()
+    cost_cache.record(s, "a", *timed(0, 10, 10, 1000), 10, [1.0], [0.1, 0.1], log=lambda _: None)
+    assert cost_cache.lookup(s)[0] is not None
+    assert cost_cache.lookup(sig(devices=4))[0] is None
+    assert cost_cache.lookup(sig(layout="scan"))[0] is None
+    wider = load_config(None, ["model.hidden=128"])
+    assert cost_cache.lookup(sig(wider))[0] is None
+
+
+def test_resolve_auto_analytic_and_a_file(cache, tmp_path):
+    config = load_config(None, ["parallel.devices=2"])
+    kw = dict(window=5, num_features=7, layout="last", devices=2, processes=1, platform="cpu")
+    model, note = cost_cache.resolve(config, **kw)  # nothing cached: analytic, and how to profile
+    assert model.source == "analytic" and model.window == 5
+    assert "no profile of egcn_o at 2 device(s)" in note and "dygnex_jax profile" in note
+    cost_cache.record(sig(config), "a", *timed(0, 10, 10, 1000), 10, [1.0], [0.1, 0.1], log=lambda _: None)
+    model, note = cost_cache.resolve(config, **kw)
+    assert model.datasets == ["a"] and model.window == 5 and "profiled on this machine" in note
+    off = load_config(None, ["schedule.cost_model=analytic"])
+    model, note = cost_cache.resolve(off, **kw)
+    assert note == "" and model.source == "analytic"
+    np.testing.assert_array_equal(model.coef, default_cost_model(5).coef)
+    f = tmp_path / "m.json"
+    CostModel(coef=TRUE, window=5, source="mine").save(f)
+    from_file = load_config(None, [f"schedule.cost_model={f}"])
+    assert cost_cache.resolve(from_file, **kw)[0].source == "mine"
+
+
+def test_an_unreadable_entry_falls_back_and_is_replaced(cache):
+    s = sig()
+    path = cost_cache.entry_path(s)
+    path.parent.mkdir(parents=True)
+    path.write_text("{not json")
+    model, note = cost_cache.lookup(s)
+    assert model is None and "unreadable" in note
+    config = load_config(None, [])
+    kw = dict(window=5, num_features=7, layout="last", devices=2, processes=1, platform="cpu")
+    model, note = cost_cache.resolve(config, **kw)
+    assert model.source == "analytic" and "unreadable" in note
+    lines = []
+    cost_cache.record(s, "a", *timed(0, 10, 10, 1000), 10, [1.0], [0.1, 0.1], log=lines.append)
+    assert any("starting it anew" in line for line in lines)
+    assert json.loads(path.read_text())["datasets"].keys() == {"a"}
+
+
+def test_an_unwritable_cache_is_one_error(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    monkeypatch.setenv(cost_cache.ENV, str(blocker / "sub"))
+    with pytest.raises(UserError, match="cannot write the cost-model cache.*--no-cache"):
+        cost_cache.record(sig(), "a", *timed(0, 10, 10, 1000), 10, [1.0], [0.1, 0.1], log=lambda _: None)
+
+
+def test_a_version_1_model_file_still_reads(tmp_path):
+    f = tmp_path / "v1.json"
+    d = CostModel(coef=TRUE, window=4, mape=0.1, n_samples=9, source="fit").to_dict()
+    for k in ("devices", "compile_seconds", "load_average", "datasets"):
+        d.pop(k)
+    f.write_text(json.dumps(d | {"version": 1}))
+    m = CostModel.load(f)
+    assert m.devices == 0 and m.compile_seconds is None and m.datasets == [] and m.mape == 0.1
+
+
+def test_compile_seconds_auto_takes_the_profiled_measurement():
+    auto = load_config(None, [])
+    fixed = load_config(None, ["parallel.compile_seconds=2.5"])
+    measured = plan.step_seconds_fn(CostModel(coef=TRUE, compile_seconds=4.0), 10, "scan")
+    unmeasured = plan.step_seconds_fn(CostModel(coef=TRUE), 10, "scan")
+    assert plan.compile_seconds(auto, measured) == 4.0
+    assert plan.compile_seconds(auto, unmeasured) == plan.DEFAULT_COMPILE_SECONDS
+    assert plan.compile_seconds(fixed, measured) == 2.5
+    assert plan.compile_steps(auto, 0.5, measured) == 8.0  # 4 s of compilation = 8 steps of 0.5 s
+
+
+def test_slowdown_is_relative_to_the_devices_a_model_was_profiled_with():
+    profiled = CostModel(coef=TRUE, devices=8, source="profile")
+    assert plan.model_slowdown(profiled, 8, 2, "cpu") == 1.0
+    assert plan.model_slowdown(profiled, 2, 2, "cpu") == pytest.approx(1 / 4)
+    assert plan.model_slowdown(default_cost_model(), 8, 2, "cpu") == 4.0
+    assert plan.model_slowdown(CostModel(coef=TRUE, source="refit"), 8, 2, "cpu") == 1.0
+    assert plan.model_slowdown(profiled, 2, 2, "gpu") == 1.0
+    step = plan.step_seconds_fn(profiled, 10, "scan", slowdown=2.0)
+    b = Budget(100, 50, 30, 2)
+    assert step(b) == pytest.approx(2.0 * float((window_features(np.array([[100, 500, 30]]), 10) @ TRUE)[0]))
+
+
+def test_held_out_errors_are_out_of_sample():
+    work, secs = timed(3, 25, 10, 5000, noise=0.0)
+    x = window_features(work, 10)
+    errs = held_out_errors(x, secs)
+    assert len(errs) == 5 and np.max(errs) < 1e-6  # exact data: exact predictions of held-out rows
+    bad = secs.copy()
+    bad[4] *= 3  # a held-out row that does not follow the others: its error shows
+    assert held_out_errors(x, bad)[0] == pytest.approx(2 / 3, rel=1e-3)
+
+
+def test_the_schedule_commands_weights_are_the_trainers_under_a_profiled_model():
+    config = load_config(None, [])
+    model = CostModel(coef=TRUE, window=10, source="profile", devices=2)
+    settings = plan.run_settings(config.schedule, model, 10)
+    np.testing.assert_allclose([settings.alpha, settings.beta, settings.gamma], model.weights(10))
+    assert plan.run_settings(config.schedule, default_cost_model(10), 10) == config.schedule
+    free = dataclasses.replace(model, coef=np.array([0, 0, 0, 1e-3, 1e-2]))
+    assert plan.run_settings(config.schedule, free, 10) == config.schedule

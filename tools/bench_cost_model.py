@@ -1,0 +1,86 @@
+"""The cost model against the steps the devices run: profiled (pooled over --fit datasets) vs analytic.
+
+    python tools/bench_cost_model.py --devices 8 --fit bitcoin_otc,uci_collegemsg \
+        --check bitcoin_alpha,synthetic --epochs 3 --out runs/bench_cost_model
+
+Profiles every --fit dataset at --devices into the run's own cost-model cache, then trains every
+dataset (--fit and --check) with ``schedule.cost_model: auto`` and compares each step's predicted and
+measured seconds (steps that compiled nothing). Writes ``bench_cost_model.json`` / ``.md`` to --out.
+The protocol: ``dygnex_jax/research/cost_model_check.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from dygnex_jax.errors import UserError, run_tool
+from dygnex_jax.research import cost_model_check as check
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--worker" in argv:
+        p = argparse.ArgumentParser()
+        p.add_argument("--worker", required=True)
+        p.add_argument("--epochs", type=int, required=True)
+        p.add_argument("overrides", nargs="*")
+        a = p.parse_args(argv)
+        check.worker(a.worker, a.epochs, a.overrides)
+        return 0
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", default="runs/bench_cost_model")
+    p.add_argument("--devices", type=int, default=8)
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--fit", default="bitcoin_otc,uci_collegemsg", help="datasets profiled into the model")
+    p.add_argument("--check", default="bitcoin_alpha,synthetic", help="datasets the model never saw")
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--profile-steps", type=int, default=16)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--set", action="append", default=[], help="extra key=value for every run")
+    args = p.parse_args(argv)
+    if args.devices < 1 or args.epochs < 2 or args.profile_steps < 5:
+        raise UserError("--devices >= 1, --epochs >= 2 (the first compiles) and --profile-steps >= 5")
+    fit = [d for d in args.fit.split(",") if d]
+    held = [d for d in args.check.split(",") if d and d not in fit]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    start, log = time.perf_counter(), (lambda s: print(s, flush=True))
+    profiles = {}
+    for d in fit:
+        log(f"profiling {d} at {args.devices} devices")
+        profiles[d] = check.profile(d, args, out, log)
+    rows = []
+    for d in fit + held:
+        log(f"training {d} at {args.devices} devices")
+        data = check.train(d, args, out, __file__, log)
+        rows.append(check.row(d, d in fit, data, os.cpu_count() or 1))
+        r = rows[-1]
+        log(
+            f"{d}: step error median {100 * r['profiled']['step_error_median']:.1f}% (analytic "
+            f"{100 * r['analytic']['step_error_median']:.0f}%), epoch {r['profiled']['epoch_predicted']:.3f} s "
+            f"predicted vs {r['profiled']['epoch_measured']:.3f} s measured"
+        )
+    payload = {
+        "devices": args.devices,
+        "batch": args.batch,
+        "fit": fit,
+        "profiles": {
+            d: {k: v for k, v in pr.items() if k not in ("rows", "seconds")} for d, pr in profiles.items()
+        },
+        "rows": rows,
+        "seconds": time.perf_counter() - start,
+    }
+    (out / "bench_cost_model.json").write_text(json.dumps(payload, indent=2) + "\n")
+    (out / "bench_cost_model.md").write_text(check.markdown(rows, args.devices))
+    print(check.markdown(rows, args.devices))
+    print(f"wrote {out} in {time.perf_counter() - start:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_tool(main))
