@@ -164,3 +164,36 @@ def test_the_schedule_commands_weights_are_the_trainers_under_a_profiled_model()
     assert plan.run_settings(config.schedule, default_cost_model(10), 10) == config.schedule
     free = dataclasses.replace(model, coef=np.array([0, 0, 0, 1e-3, 1e-2]))
     assert plan.run_settings(config.schedule, free, 10) == config.schedule
+
+
+def test_a_resume_plans_with_the_model_its_run_started_with(tmp_path, monkeypatch):
+    """A run with schedule.cost_model: auto keeps the cached model it started with (OUT/cost_model.json);
+    after the cache entry changes, its resume still uses that one, and a new run the new one."""
+    from helpers import REPO, run_cli
+
+    from dygnex_jax.config import step_layout
+    from dygnex_jax.data.datasets import load_dataset
+    from dygnex_jax.data.node_windows import task_windows
+
+    monkeypatch.setenv(cost_cache.ENV, str(tmp_path / "cache"))
+    SMOKE_CONFIG = str(REPO / "configs" / "smoke.yaml")
+    config = load_config(SMOKE_CONFIG, [])
+    ws = task_windows(load_dataset(config.data), config.data)
+    s = cost_cache.signature(
+        config, num_features=ws.num_features, layout=step_layout(config), devices=8, processes=1, platform="cpu"
+    )
+    first, _, _ = cost_cache.record(s, "a", *timed(0, 12, 4, 3000), 4, [1.0], [0.1, 0.1], log=lambda _: None)
+    out = tmp_path / "run"
+    r = run_cli("train", "--config", SMOKE_CONFIG, "--out", str(out), "train.epochs=1", fake_devices=8)
+    assert r.returncode == 0, r.stderr
+    coef = lambda run: json.loads((run / "summary.json").read_text())["cost_model"]["coef"]  # noqa: E731
+    assert coef(out) == first.to_dict()["coef"]
+    second, _, _ = cost_cache.record(s, "a", *timed(5, 12, 4, 9000), 4, [1.0], [0.1, 0.1], log=lambda _: None)
+    assert second.to_dict()["coef"] != first.to_dict()["coef"]
+    r = run_cli("train", "--resume", str(out), "train.epochs=2", fake_devices=8)
+    assert r.returncode == 0, r.stderr
+    assert coef(out) == first.to_dict()["coef"]
+    fresh = tmp_path / "fresh"
+    r = run_cli("train", "--config", SMOKE_CONFIG, "--out", str(fresh), "train.epochs=1", fake_devices=8)
+    assert r.returncode == 0, r.stderr
+    assert coef(fresh) == second.to_dict()["coef"]
