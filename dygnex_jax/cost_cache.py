@@ -138,6 +138,10 @@ def fit_pooled(datasets: dict, source: str, devices: int) -> tuple[CostModel, di
         compile_seconds=float(statistics.median(compiles)) if compiles else None,
         load_average=[max(lo[0] for lo in loads), max(lo[-1] for lo in loads)] if loads else None,
         datasets=names,
+        profiled_max=[
+            float(v)
+            for v in np.concatenate([np.asarray(datasets[n]["rows"], float) for n in names]).max(axis=0)
+        ],
     )
     return model, transfer
 

@@ -149,7 +149,9 @@ class Packer:
             paid = self.rent.get(budget, 0.0)
             if cost(best) <= (1.0 + self.config.parallel.reuse_slack) * cost(budget):
                 chosen = best
-            elif paid + extra <= compile_steps(self.config, self.step_seconds(best)) * cost(best):
+            elif paid + extra <= compile_steps(
+                self.config, self.step_seconds(best), self.step_seconds
+            ) * cost(best):
                 self.rent[budget] = paid + extra
                 chosen = best
         self.compiled.add(chosen)

@@ -51,6 +51,7 @@ from .schedule.metrics import (
 from .step_cost import (  # noqa: F401  (re-exported: the trainer, simulator and tools price steps here)
     AUTO_FALLBACK_STEPS,
     DEFAULT_COMPILE_SECONDS,
+    LivePricer,
     StepSeconds,
     compile_price,
     compile_seconds,

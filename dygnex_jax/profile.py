@@ -160,6 +160,7 @@ def run_profile(
         compile_seconds=float(statistics.median(compiles)),
         load_average=load,
         datasets=[trainer.graph.name],
+        profiled_max=[float(v) for v in np.array(rows).max(axis=0)],
     )
     held = held_out_errors(features, np.array(seconds))
     out.mkdir(parents=True, exist_ok=True)

@@ -97,6 +97,20 @@ class StepSeconds:
         return self.model.compile_seconds
 
 
+class LivePricer:
+    """A ``StepSeconds`` read at call time from ``source()``: a re-fitted cost model changes it."""
+
+    def __init__(self, source):
+        self.source = source
+
+    def __call__(self, budget: Budget) -> float:
+        return self.source()(budget)
+
+    @property
+    def compile_seconds(self) -> float | None:
+        return self.source().compile_seconds
+
+
 def step_seconds_fn(model: CostModel, window: int, layout: str, slowdown: float = 1.0) -> StepSeconds:
     return StepSeconds(model, window, layout, slowdown)
 

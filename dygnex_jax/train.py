@@ -106,7 +106,7 @@ def _train(config: Config, out: Path, resume: bool, progress: Progress, lock: ru
     if not resume:  # the steps fitted to the memory budget (an error there) before the folder exists
         trainer.compile_planned(early.append)
     history, first = _start(trainer, out, resume, progress, lock)
-    for line in [trainer.cost_note, trainer.plan_note, *early]:
+    for line in [trainer.cost_note, trainer.plan_note, trainer.range_note, *early]:
         if line:
             progress.line(line)
     trainer.compile_planned(progress.line)  # a resumed run's budgets (the others are compiled)

@@ -33,7 +33,7 @@ from .padding import layout_view
 from .padding import padded_work as layout_padded_work
 from .schedule import cost_weights, schedule
 from .schedule.base import check_sizes
-from .schedule.cost import CostModel, fit, window_features
+from .schedule.cost import CostModel, beyond_profile, fit, window_features
 from .schedule.ilp import require_installed
 from .schedule.metrics import summarize
 from .tasks import get_task
@@ -93,6 +93,8 @@ class Trainer:
         model, self.cost_note = pricing.resolve(self)  # schedule.cost_model (auto: this machine's profile)
         self.set_cost_model(model)
         self._slowdown: float | None = None  # see ``slowdown``
+        # Budget -> predicted seconds of a training step, with the compile seconds (live: a refit changes it)
+        self.step_seconds = planning.LivePricer(lambda: self.pricer)
         self.packer = Packer(
             self.windows,
             c,
@@ -123,6 +125,7 @@ class Trainer:
         self.memory: dict = {}  # the run's memory figures (summary.json "memory"; memory_plan.py)
         self.compose = ""  # schedule.compose=auto: the composition the plan chose
         self.plan_note = ""  # one line on the plan, for the log
+        self.range_note = ""  # a line when the planned steps reach beyond the cost model's profile
         self.schedules: dict[int, object] = {}  # epoch -> its schedule, computed when planning
         self.plan_needs: dict[int, list] = {}
         self._executables: dict[Budget, object] = {}
@@ -172,10 +175,10 @@ class Trainer:
             self._slowdown = pricing.slowdown(self.cost_model, self.host_devices, len(self.local_rows))
         return self._slowdown
 
-    def step_seconds(self, budget: Budget) -> float:
-        """Predicted seconds of a training step on ``budget`` (the cost model x ``slowdown``)."""
-        fn = planning.step_seconds_fn(self.cost_model, self.windows.window, self.layout, self.slowdown)
-        return fn(budget)
+    @property
+    def pricer(self) -> planning.StepSeconds:
+        """``Budget -> predicted seconds`` (the cost model x ``slowdown``) with its compile seconds."""
+        return planning.step_seconds_fn(self.cost_model, self.windows.window, self.layout, self.slowdown)
 
     def refit_cost_model(self) -> CostModel | None:
         """Fit the cost model on the step times measured so far (compiling steps excluded)."""
@@ -265,9 +268,12 @@ class Trainer:
             self.settings,
             epochs,
             self.train_costs,
-            step_seconds=self.step_seconds,
+            step_seconds=self.pricer,
         )
         self.compose, self.planned = run.compose, run.budgets
+        self.range_note = beyond_profile(
+            self.cost_model, np.array([self.padded_work(b) for b in self.planned])
+        )
         self.plan_needs = run.needs  # epoch -> every planned step's exact need (memory_plan's estimate)
         self.schedules.update(run.schedules)
         self.plan_seconds = time.perf_counter() - start

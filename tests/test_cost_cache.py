@@ -180,7 +180,12 @@ def test_a_resume_plans_with_the_model_its_run_started_with(tmp_path, monkeypatc
     config = load_config(SMOKE_CONFIG, [])
     ws = task_windows(load_dataset(config.data), config.data)
     s = cost_cache.signature(
-        config, num_features=ws.num_features, layout=step_layout(config), devices=8, processes=1, platform="cpu"
+        config,
+        num_features=ws.num_features,
+        layout=step_layout(config),
+        devices=8,
+        processes=1,
+        platform="cpu",
     )
     first, _, _ = cost_cache.record(s, "a", *timed(0, 12, 4, 3000), 4, [1.0], [0.1, 0.1], log=lambda _: None)
     out = tmp_path / "run"
@@ -197,3 +202,25 @@ def test_a_resume_plans_with_the_model_its_run_started_with(tmp_path, monkeypatc
     r = run_cli("train", "--config", SMOKE_CONFIG, "--out", str(fresh), "train.epochs=1", fake_devices=8)
     assert r.returncode == 0, r.stderr
     assert coef(fresh) == second.to_dict()["coef"]
+
+
+def test_beyond_profile_names_the_columns_past_the_profiled_range():
+    from dygnex_jax.schedule.cost import beyond_profile
+
+    model = CostModel(coef=TRUE, profiled_max=[1000.0, 500.0, 8000.0])
+    assert beyond_profile(model, np.array([[1500.0, 900.0, 16000.0]])) == ""  # within 2x
+    note = beyond_profile(model, np.array([[900.0, 400.0, 7000.0], [1200.0, 300.0, 20000.0]]))
+    assert "pairs 20000 (profiled up to 8000)" in note and "nodes" not in note and "profile" in note
+    assert beyond_profile(CostModel(coef=TRUE), np.array([[1e9, 1e9, 1e9]])) == ""
+
+
+def test_the_trainer_prices_a_compilation_at_its_models_measurement(tmp_path):
+    from helpers import make_trainer
+
+    f = tmp_path / "m.json"
+    CostModel(coef=TRUE, window=4, source="profile", devices=2, compile_seconds=7.5).save(f)
+    tr = make_trainer(f"schedule.cost_model={f}", "parallel.devices=2")
+    assert tr.step_seconds.compile_seconds == 7.5 and tr.slowdown == 1.0
+    assert plan.compile_seconds(tr.config, tr.step_seconds) == 7.5
+    assert plan.compile_seconds(tr.config, tr.pricer) == 7.5
+    np.testing.assert_allclose([tr.settings.alpha, tr.settings.beta, tr.settings.gamma], tr.cost_model.weights(4))

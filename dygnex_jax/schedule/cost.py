@@ -71,6 +71,8 @@ class CostModel:
         (lowering + XLA, measured apart from the step times); None = not measured.
       load_average: the load average (1 min) before and after the profile; None = not measured.
       datasets: the datasets whose steps it was fitted on.
+      profiled_max: the largest (nodes, edges, pairs) of a profiled step; None = not measured. A linear
+        fit says little far above it (``beyond_profile``).
     """
 
     coef: np.ndarray
@@ -82,6 +84,7 @@ class CostModel:
     compile_seconds: float | None = None
     load_average: list | None = None
     datasets: list = dataclasses.field(default_factory=list)
+    profiled_max: list | None = None
 
     def __post_init__(self) -> None:
         self.coef = np.asarray(self.coef, dtype=np.float64).reshape(-1)
@@ -115,6 +118,7 @@ class CostModel:
             "compile_seconds": None if self.compile_seconds is None else float(self.compile_seconds),
             "load_average": None if self.load_average is None else [float(x) for x in self.load_average],
             "datasets": [str(x) for x in self.datasets],
+            "profiled_max": None if self.profiled_max is None else [float(x) for x in self.profiled_max],
         }
 
     def save(self, path: str | os.PathLike) -> None:
@@ -157,6 +161,9 @@ class CostModel:
             compile_seconds=None if compile_s is None else float(compile_s),
             load_average=None if load is None else [float(x) for x in load],
             datasets=[str(x) for x in data.get("datasets", [])],
+            profiled_max=None
+            if data.get("profiled_max") is None
+            else [float(x) for x in data["profiled_max"]],
         )
 
 
@@ -190,6 +197,9 @@ def _check(data) -> str | None:
     load = data.get("load_average")
     if load is not None and not (isinstance(load, list) and all(_number(x) for x in load)):
         return "'load_average' must be null or a list of numbers"
+    top = data.get("profiled_max")
+    if top is not None and not (isinstance(top, list) and len(top) == 3 and all(_number(x) for x in top)):
+        return "'profiled_max' must be null or 3 numbers (nodes, edges, pairs)"
     datasets = data.get("datasets", [])
     if not isinstance(datasets, list) or not all(isinstance(x, str) for x in datasets):
         return "'datasets' must be a list of names"
@@ -252,6 +262,29 @@ def fit(features: np.ndarray, seconds: np.ndarray, *, window: int = 10, source: 
     error = float(np.mean(held_out_errors(features, seconds)))
     coef = _nnls(features, seconds)
     return CostModel(coef=coef, window=window, mape=error, n_samples=len(seconds), source=source)
+
+
+# a step whose nodes, edges or pairs pass this multiple of the largest profiled step is beyond the profile
+BEYOND_PROFILE = 2.0
+
+
+def beyond_profile(model: CostModel, work: np.ndarray) -> str:
+    """A line when padded work [N, 3] (nodes, edges, pairs) reaches above ``BEYOND_PROFILE`` x the largest
+    profiled step in some column ("" when within, or the model has no profiled range)."""
+    if model.profiled_max is None or len(work) == 0:
+        return ""
+    top, most = np.asarray(model.profiled_max, np.float64), np.asarray(work, np.float64).max(axis=0)
+    over = [
+        f"{name} {most[i]:.0f} (profiled up to {top[i]:.0f})"
+        for i, name in enumerate(("nodes", "edges", "pairs"))
+        if most[i] > BEYOND_PROFILE * max(top[i], 1.0)
+    ]
+    if not over:
+        return ""
+    return (
+        f"note: this run's steps reach {', '.join(over)}: its cost model extrapolates there; profile this "
+        "dataset (`python -m dygnex_jax profile` with this run's config) for step times that hold"
+    )
 
 
 def held_out_errors(features: np.ndarray, seconds: np.ndarray) -> np.ndarray:
