@@ -34,7 +34,7 @@ ENV = "DYGNEX_COST_MODELS"
 FORMAT = "dygnex_cost_profiles"
 VERSION = 1
 SETTINGS = ("auto", "analytic")  # schedule.cost_model besides a file path ("" reads as analytic)
-LOAD_FLAG = 2.0  # a profile taken above this 1-minute load average is flagged (timings share the CPU)
+LOAD_FLAG = 2.0  # a profile begun above this 1-minute load average is flagged (others' work is timed too)
 
 
 def folder() -> Path:

@@ -125,8 +125,9 @@ def run_profile(
     """Time ``n_steps`` steps, fit the model on them (``OUT/cost_model.json``, ``OUT/profile.json``) and,
     with ``cache``, add them to this machine's entry for the run's signature (``cost_cache.record``: the
     model ``schedule.cost_model: auto`` then uses, pooled over the datasets profiled). The load average
-    is recorded before and after; above ``cost_cache.LOAD_FLAG`` the profile is flagged, above
-    ``max_load`` (> 0) refused."""
+    is recorded before and after (the "after" includes the profile's own threads: XLA's thread pools
+    count in the load of a small machine); a profile that began above ``cost_cache.LOAD_FLAG`` is
+    flagged, one that would begin above ``max_load`` (> 0) refused."""
     if cache:
         cost_cache.check_writable()
     load_before = os.getloadavg()[0]
@@ -177,8 +178,9 @@ def run_profile(
         "load": load,
     }
     flag = (
-        f"; load average {load[0]:.1f} / {load[1]:.1f} > {cost_cache.LOAD_FLAG:g}: other work was timed too"
-        if max(load) > cost_cache.LOAD_FLAG
+        f"; the load average was {load[0]:.1f} before it began (> {cost_cache.LOAD_FLAG:g}): other work shared "
+        "the CPU and was timed too; profile again when the machine is quieter"
+        if load[0] > cost_cache.LOAD_FLAG
         else ""
     )
     log(

