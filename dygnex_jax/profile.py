@@ -137,8 +137,12 @@ def run_profile(
             "would be timed too; profile when the machine is quieter (or raise --max-load)"
         )
     # every step on its own bucket: re-using a larger compiled budget would blur the spread of sizes;
+    # no persistent compilation cache: a compilation is timed cold (a warm cache's hit, ~1 s of tracing
+    # and lowering against ~4 s at 8 fake devices, would price every later run's new budgets too low);
     # the analytic weights: the profile's steps must not depend on an earlier profile
-    exact = dataclasses.replace(config.parallel, budgets="buckets", reuse_slack=0.0, compile_steps=0.0)
+    exact = dataclasses.replace(
+        config.parallel, budgets="buckets", reuse_slack=0.0, compile_steps=0.0, compile_cache="off"
+    )
     config = dataclasses.replace(
         config, parallel=exact, schedule=dataclasses.replace(config.schedule, cost_model="analytic")
     )
