@@ -3,9 +3,10 @@
     python tools/bench_cost_model.py --devices 8 --fit bitcoin_otc,uci_collegemsg \
         --check bitcoin_alpha,synthetic --epochs 3 --out runs/bench_cost_model
 
-Profiles every --fit dataset at --devices into the run's own cost-model cache, then trains every
-dataset (--fit and --check) with ``schedule.cost_model: auto`` and compares each step's predicted and
-measured seconds (steps that compiled nothing). Writes ``bench_cost_model.json`` / ``.md`` to --out.
+For every device count of --devices (e.g. 1,2,4,8): profiles every --fit dataset at that count into the
+run's own cost-model cache, then trains every dataset (--fit and --check) with
+``schedule.cost_model: auto`` and compares each step's predicted and measured seconds (steps that
+compiled nothing). Writes ``bench_cost_model.json`` / ``.md`` to --out (one folder per count under it).
 The protocol: ``dygnex_jax/research/cost_model_check.py``.
 """
 
@@ -34,7 +35,7 @@ def main(argv=None) -> int:
         return 0
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="runs/bench_cost_model")
-    p.add_argument("--devices", type=int, default=8)
+    p.add_argument("--devices", default="8", help="fake CPU device counts, comma-separated")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--fit", default="bitcoin_otc,uci_collegemsg", help="datasets profiled into the model")
     p.add_argument("--check", default="bitcoin_alpha,synthetic", help="datasets the model never saw")
@@ -43,41 +44,48 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--set", action="append", default=[], help="extra key=value for every run")
     args = p.parse_args(argv)
-    if args.devices < 1 or args.epochs < 2 or args.profile_steps < 5:
+    try:
+        counts = [int(x) for x in args.devices.split(",") if x]
+    except ValueError:
+        raise UserError(f"--devices must be comma-separated integers, got {args.devices!r}") from None
+    if not counts or min(counts) < 1 or args.epochs < 2 or args.profile_steps < 5:
         raise UserError("--devices >= 1, --epochs >= 2 (the first compiles) and --profile-steps >= 5")
     fit = [d for d in args.fit.split(",") if d]
     held = [d for d in args.check.split(",") if d and d not in fit]
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     start, log = time.perf_counter(), (lambda s: print(s, flush=True))
-    profiles = {}
-    for d in fit:
-        log(f"profiling {d} at {args.devices} devices")
-        profiles[d] = check.profile(d, args, out, log)
-    rows = []
-    for d in fit + held:
-        log(f"training {d} at {args.devices} devices")
-        data = check.train(d, args, out, __file__, log)
-        rows.append(check.row(d, d in fit, data, os.cpu_count() or 1))
-        r = rows[-1]
-        log(
-            f"{d}: step error median {100 * r['profiled']['step_error_median']:.1f}% (analytic "
-            f"{100 * r['analytic']['step_error_median']:.0f}%), epoch {r['profiled']['epoch_predicted']:.3f} s "
-            f"predicted vs {r['profiled']['epoch_measured']:.3f} s measured"
-        )
+    rows, profiles = [], {}
+    for devices in counts:
+        args.devices = devices
+        work = out if len(counts) == 1 else out / f"p{devices}"
+        work.mkdir(parents=True, exist_ok=True)
+        for d in fit:
+            log(f"profiling {d} at {devices} devices")
+            profiles[f"{d}@{devices}"] = check.profile(d, args, work, log)
+        for d in fit + held:
+            log(f"training {d} at {devices} devices")
+            rows.append(
+                check.row(d, d in fit, check.train(d, args, work, __file__, log), os.cpu_count() or 1)
+            )
+            r = rows[-1]
+            log(
+                f"{d}: step error median {100 * r['profiled']['step_error_median']:.1f}% (analytic "
+                f"{100 * r['analytic']['step_error_median']:.0f}%), epoch {r['profiled']['epoch_predicted']:.3f} s "
+                f"predicted vs {r['profiled']['epoch_measured']:.3f} s measured"
+            )
     payload = {
-        "devices": args.devices,
+        "devices": counts,
         "batch": args.batch,
         "fit": fit,
         "profiles": {
-            d: {k: v for k, v in pr.items() if k not in ("rows", "seconds")} for d, pr in profiles.items()
+            k: {f: v for f, v in pr.items() if f not in ("rows", "seconds")} for k, pr in profiles.items()
         },
         "rows": rows,
         "seconds": time.perf_counter() - start,
     }
     (out / "bench_cost_model.json").write_text(json.dumps(payload, indent=2) + "\n")
-    (out / "bench_cost_model.md").write_text(check.markdown(rows, args.devices))
-    print(check.markdown(rows, args.devices))
+    (out / "bench_cost_model.md").write_text(check.markdown(rows))
+    print(check.markdown(rows))
     print(f"wrote {out} in {time.perf_counter() - start:.0f} s")
     return 0
 

@@ -140,25 +140,24 @@ def row(dataset: str, fitted: bool, data: dict, cores: int) -> dict:
         "analytic": errors(before, secs, epochs),
         "load": data["load"],
         "compile_seconds": data["compile_seconds"],
+        "devices": data["devices"],
     }
 
 
-def markdown(rows: list[dict], devices: int) -> str:
+def markdown(rows: list[dict]) -> str:
     lines = [
-        "| dataset | in the fit | steps timed | step error, median (profiled / analytic) | epoch s measured "
+        "| devices | dataset | in the fit | steps timed | step error, median (profiled / analytic) | epoch s measured "
         "| epoch s predicted, profiled (error) | analytic (error) | load before / after |",
-        "|---|---|---:|---:|---:|---:|---:|---|",
+        "|---:|---|---|---:|---:|---:|---:|---:|---|",
     ]
     for r in rows:
         p, a = r["profiled"], r["analytic"]
         lines.append(
-            f"| {r['dataset']} | {'yes' if r['fitted_on'] else '**no**'} | {r['steps_timed']} | "
+            f"| {r['devices']} | {r['dataset']} | {'yes' if r['fitted_on'] else '**no**'} | {r['steps_timed']} | "
             f"{100 * p['step_error_median']:.1f}% / {100 * a['step_error_median']:.0f}% | {p['epoch_measured']:.3f} | "
             f"{p['epoch_predicted']:.3f} ({100 * p['epoch_error']:+.1f}%) | {a['epoch_predicted']:.3f} "
             f"({100 * a['epoch_error']:+.0f}%) | {r['load'][0]:.1f} / {r['load'][1]:.1f} |"
         )
     lines.append("")
-    lines.append(
-        f"{devices} fake CPU devices; steps that compiled nothing; error = predicted / measured - 1."
-    )
+    lines.append("Fake CPU devices; steps that compiled nothing; error = predicted / measured - 1.")
     return "\n".join(lines) + "\n"

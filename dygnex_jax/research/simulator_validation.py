@@ -188,7 +188,15 @@ def profiled_model(name: str, args, work: Path, log) -> Path:
     if not (prof / "cost_model.json").exists():
         log(f"{name}: profiling the cost model at 1 device")
         cmd = [sys.executable, "-m", "dygnex_jax", "profile", *config_args(name), "--out", str(prof)]
-        cmd += ["--steps", str(args.profile_steps), "--repeats", "2", "--no-cache", "parallel.devices=1", *args.set]
+        cmd += [
+            "--steps",
+            str(args.profile_steps),
+            "--repeats",
+            "2",
+            "--no-cache",
+            "parallel.devices=1",
+            *args.set,
+        ]
         _run(cmd, _env(1), log)
     return prof / "cost_model.json"
 
