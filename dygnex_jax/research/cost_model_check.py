@@ -19,9 +19,7 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +28,7 @@ from .. import plan
 from ..errors import UserError
 from ..padding import Budget
 from ..schedule.cost import default_cost_model
+from .simulator_validation import run_checked
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = "configs/egcn_o_bitcoin_otc.yaml"  # EvolveGCN-O with Bitcoin-OTC's settings, any dataset
@@ -48,16 +47,6 @@ def overrides(dataset: str, devices: int, batch: int, extra: list[str]) -> list[
     return [f"data.dataset={dataset}", f"parallel.devices={devices}", f"train.batch_size={batch}", *extra]
 
 
-def run(cmd: list[str], environ: dict, log) -> float:
-    start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=REPO, env=environ, capture_output=True, text=True)
-    if proc.returncode != 0:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-4:]
-        raise UserError(f"{' '.join(cmd[1:5])} ... failed (exit {proc.returncode}): {' | '.join(tail)}")
-    log(f"  {time.perf_counter() - start:.0f} s: {' '.join(cmd[1:6])} ...")
-    return time.perf_counter() - start
-
-
 def profile(dataset: str, args, work: Path, log) -> dict:
     """Profile ``dataset`` at ``args.devices`` into the benchmark's cache; its profile.json."""
     out = work / f"profile_{dataset}"
@@ -65,7 +54,7 @@ def profile(dataset: str, args, work: Path, log) -> dict:
         cmd = [sys.executable, "-m", "dygnex_jax", "profile", "--config", CONFIG, "--out", str(out)]
         cmd += ["--steps", str(args.profile_steps), "--repeats", str(args.repeats)]
         cmd += overrides(dataset, args.devices, args.batch, args.set)
-        run(cmd, env(args.devices, work / "cache"), log)
+        run_checked(cmd, env(args.devices, work / "cache"), log)
     return json.loads((out / "profile.json").read_text())
 
 
@@ -104,7 +93,7 @@ def train(dataset: str, args, work: Path, script: str, log) -> dict:
     if not out.exists():
         cmd = [sys.executable, script, "--worker", str(out), "--epochs", str(args.epochs)]
         cmd += overrides(dataset, args.devices, args.batch, args.set)
-        run(cmd, env(args.devices, work / "cache"), log)
+        run_checked(cmd, env(args.devices, work / "cache"), log)
     return json.loads(out.read_text())
 
 

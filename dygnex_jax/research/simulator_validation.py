@@ -62,7 +62,8 @@ def _env(devices: int) -> dict:
     }
 
 
-def _run(cmd: list[str], env: dict, log) -> None:
+def run_checked(cmd: list[str], env: dict, log) -> None:
+    """Run ``cmd`` in the checkout; a failure is one UserError with the last lines of its output."""
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -197,7 +198,7 @@ def profiled_model(name: str, args, work: Path, log) -> Path:
             "parallel.devices=1",
             *args.set,
         ]
-        _run(cmd, _env(1), log)
+        run_checked(cmd, _env(1), log)
     return prof / "cost_model.json"
 
 
@@ -210,7 +211,7 @@ def train_run(name: str, label: str, procs: int, per: int, overrides, args, work
         me = [str(Path(script).resolve()), "--worker", str(result), "--epochs", str(args.epochs)]
         cfg = [DATASETS[name][0] or "-", *overrides, f"parallel.devices={0 if procs > 1 else per}"]
         if procs == 1:
-            _run([sys.executable, *me, *cfg], _env(per), log)
+            run_checked([sys.executable, *me, *cfg], _env(per), log)
         else:
             launch = [
                 str(REPO / "tools" / "launch_local.py"),
@@ -218,7 +219,7 @@ def train_run(name: str, label: str, procs: int, per: int, overrides, args, work
                 "--devices-per-process",
                 str(per),
             ]
-            _run([sys.executable, *launch, "--script", me[0], "--", *me[1:], *cfg], _env(per), log)
+            run_checked([sys.executable, *launch, "--script", me[0], "--", *me[1:], *cfg], _env(per), log)
     return json.loads(result.read_text())
 
 
