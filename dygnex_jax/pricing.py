@@ -10,6 +10,7 @@ with D devices sharing the cores already holds D's contention, so only the ratio
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 
@@ -20,9 +21,12 @@ from . import plan as planning
 from .schedule.cost import CostModel, default_cost_model
 
 
-def resolve(trainer) -> tuple[CostModel, str]:
-    """(the run's cost model, a line on it for the log, "" when there is nothing to say)."""
+def resolve(trainer, kept: str | None = None) -> tuple[CostModel, str]:
+    """(the run's cost model, a line on it for the log, "" when there is nothing to say). ``kept``: the
+    model file a resumed run started with (``train.COST_MODEL_FILE``), used instead of ``auto``."""
     window = trainer.windows.window
+    if kept is not None:
+        return dataclasses.replace(CostModel.load(kept), window=window), f"cost model: the run's own, {kept}"
     model, note = cost_cache.resolve(
         trainer.config,
         window=window,

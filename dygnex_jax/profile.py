@@ -127,6 +127,16 @@ def add_to_cache(trainer: Trainer, summary: dict, compiles: list, log) -> dict:
     return {"cache": str(path), "pooled": pooled.to_dict(), "transfer": transfer}
 
 
+def _load_flag(load: list) -> str:
+    """The profile's flag when the machine was busy before it began ("" when not)."""
+    if load[0] <= cost_cache.LOAD_FLAG:
+        return ""
+    return (
+        f"; the load average was {load[0]:.1f} before it began (> {cost_cache.LOAD_FLAG:g}): other work shared "
+        "the CPU and was timed too; profile again when the machine is quieter"
+    )
+
+
 def run_profile(
     config: Config,
     out_dir: str | Path,
@@ -195,15 +205,9 @@ def run_profile(
         "held_out_median_error": float(np.median(held)),
         "load": load,
     }
-    flag = (
-        f"; the load average was {load[0]:.1f} before it began (> {cost_cache.LOAD_FLAG:g}): other work shared "
-        "the CPU and was timed too; profile again when the machine is quieter"
-        if load[0] > cost_cache.LOAD_FLAG
-        else ""
-    )
     log(
         f"fitted {len(rows)} distinct step budgets: held-out error median {100 * summary['held_out_median_error']:.1f}% "
-        f"(mean {100 * model.mape:.1f}%), a compilation {model.compile_seconds:.2f} s -> {out / 'cost_model.json'}{flag}"
+        f"(mean {100 * model.mape:.1f}%), a compilation {model.compile_seconds:.2f} s -> {out / 'cost_model.json'}{_load_flag(load)}"
     )
     if cache:
         summary.update(add_to_cache(trainer, summary, compiles, log))

@@ -12,7 +12,6 @@ first); ``KeyboardInterrupt`` then reaches the caller (the CLI exits with 130).
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import json
 import os
@@ -94,11 +93,8 @@ def _train(config: Config, out: Path, resume: bool, progress: Progress, lock: ru
     """The run itself: build, plan and compile, then train, evaluate and checkpoint epoch after epoch."""
     main = lock.active
     kept = out / COST_MODEL_FILE  # the model a run started with: its resume plans with the same one
-    if resume and config.schedule.cost_model == "auto" and kept.is_file():
-        config = dataclasses.replace(
-            config, schedule=dataclasses.replace(config.schedule, cost_model=str(kept))
-        )
-    trainer = Trainer(config)
+    own = resume and config.schedule.cost_model == "auto" and kept.is_file()
+    trainer = Trainer(config, cost_model=str(kept) if own else None)  # the config itself is unchanged
     trainer.plan_budgets()  # before a resume restores re-fitted weights: the same plan
     early: list[str] = []
     if main:  # what checkpoints will hold resident (orbax), counted in the memory estimate

@@ -58,7 +58,7 @@ class Trainer:
     ``scheduler``: the function composing an epoch's steps (default ``schedule.schedule``).
     """
 
-    def __init__(self, config: Config, *, graph=None, mesh=None, scheduler=schedule):
+    def __init__(self, config: Config, *, graph=None, mesh=None, scheduler=schedule, cost_model=None):
         self.config = c = config
         compile_cache.enable(c.parallel.compile_cache)  # before the first compilation
         self.method = c.schedule.method
@@ -90,7 +90,7 @@ class Trainer:
         resources.check_run(self.windows, c, self.n_devices, self.candidate_mode, self.cpu_rows)
         # --- cost model: the scheduler's weights (seconds per node / edge / pair when profiled) ---
         self.host_devices, self.host_processes = parallel.host_devices(self.mesh)
-        model, self.cost_note = pricing.resolve(self)  # schedule.cost_model (auto: this machine's profile)
+        model, self.cost_note = pricing.resolve(self, cost_model)  # schedule.cost_model, or the run's own
         self.set_cost_model(model)
         self._slowdown: float | None = None  # see ``slowdown``
         # Budget -> predicted seconds of a training step, with the compile seconds (live: a refit changes it)

@@ -200,6 +200,7 @@ def test_a_resume_plans_with_the_model_its_run_started_with(tmp_path, monkeypatc
     r = run_cli("train", "--resume", str(out), "train.epochs=2", fake_devices=8)
     assert r.returncode == 0, r.stderr
     assert coef(out) == first.to_dict()["coef"]
+    assert "cost_model: auto" in (out / "config.yaml").read_text()  # the config is the run's, unchanged
     fresh = tmp_path / "fresh"
     r = run_cli("train", "--config", SMOKE_CONFIG, "--out", str(fresh), "train.epochs=1", fake_devices=8)
     assert r.returncode == 0, r.stderr
