@@ -121,7 +121,7 @@ PROBES = [
     Probe("min-bucket-huge", f"{S} parallel.min_bucket=1000000000", "error", "in 1..1048576", "memory"),
     Probe("prefetch-huge", f"{S} parallel.prefetch=1000000000", "error", "in 0..64", "ok"),
     Probe("compile-steps-other", f"{S} parallel.compile_steps=-2", "error", "or -1 (auto)"),
-    Probe("compile-seconds-zero", f"{S} parallel.compile_seconds=0", "error", "in (0, 86400]"),
+    Probe("compile-seconds-negative", f"{S} parallel.compile_seconds=-1", "error", "or 0 (auto)"),
     Probe("reuse-slack-negative", f"{S} parallel.reuse_slack=-1", "error", ">= 0"),
     Probe("candidates-other", f"{S} eval.candidates=some", "error", "auto, all or sampled"),
     Probe("all-max-nodes-negative", f"{S} eval.all_max_nodes=-1", "error", ">= 0"),
