@@ -353,7 +353,10 @@ def plan(
     layout = step_layout(config)
     costs = layout_view(ws.costs("train", config.data.neg_mult), ws.edge_profile("train"), layout)[0]
     planned = config.parallel.budgets == "planned"
-    model = model if model is not None else load_cost_model(config, ws.window)
+    if model is None:  # the trainer's choice for these devices in one process on the CPU platform
+        model = load_cost_model(
+            config, ws.window, num_features=ws.num_features, layout=layout, devices=devices
+        )
     settings = run_settings(config.schedule, model, ws.window)  # the trainer's weights under the model
     weights = cost_weights(settings)
     run = plan_run(

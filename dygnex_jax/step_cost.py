@@ -18,9 +18,9 @@ def load_cost_model(
     config: Config,
     window: int,
     *,
-    num_features: int = 1,
-    layout: str = "scan",
-    devices: int = 1,
+    num_features: int,
+    layout: str,
+    devices: int,
     processes: int = 1,
     platform: str = "cpu",
 ) -> CostModel:
