@@ -162,8 +162,11 @@ def same_on_all_processes(digest: str) -> bool:
         return True
     from jax.experimental import multihost_utils
 
-    value = np.asarray([int(digest[:12], 16)], np.int64)
-    return bool(np.all(np.asarray(multihost_utils.process_allgather(value)) == value[0]))
+    # 24 bits per int32 entry: without jax_enable_x64 the gather carries int32, and a wider value
+    # would come back truncated and never equal itself (every multi-process run fell back to analytic)
+    value = np.asarray([int(digest[i : i + 6], 16) for i in range(0, 24, 6)], np.int32)
+    gathered = np.asarray(multihost_utils.process_allgather(value)).reshape(-1, len(value))
+    return bool(np.all(gathered == value[None]))
 
 
 def _local(batch: dict) -> dict:

@@ -30,7 +30,15 @@ def run(out: str, overrides: list[str]) -> None:
     params = parallel.to_host(trainer.params)
     if distributed.is_main_process():
         flat = {jax.tree_util.keystr(k): v for k, v in jax.tree_util.tree_leaves_with_path(params)}
-        np.savez(out, losses=losses, devices=trainer.n_devices, processes=jax.process_count(), **flat)
+        np.savez(
+            out,
+            losses=losses,
+            devices=trainer.n_devices,
+            processes=jax.process_count(),
+            cost_source=trainer.cost_model.source,
+            cost_note=trainer.cost_note,
+            **flat,
+        )
 
 
 if __name__ == "__main__":

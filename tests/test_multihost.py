@@ -63,6 +63,27 @@ def test_two_processes_match_one_process(tmp_path, method):
         np.testing.assert_allclose(multi[jax.tree_util.keystr(path)], value, rtol=1e-5, atol=1e-5)
 
 
+def test_two_processes_agree_on_a_profiled_cost_model(tmp_path):
+    """A cost-model file given to every process is the run's model on all of them (their digests are
+    all-gathered; a first version gathered a 48-bit value as int32, never matched, and every
+    multi-process run fell back to the analytic model)."""
+    from dygnex_jax.schedule.cost import CostModel
+
+    model = tmp_path / "model.json"
+    CostModel(
+        np.array([1e-6, 2e-7, 3e-8, 1e-4, 1e-3]), window=3, n_samples=9, source="profile:t", devices=4
+    ).save(model)
+    out = tmp_path / "mp.npz"
+    worker = REPO / "tests" / "multihost_worker.py"
+    proc = launcher(
+        2, "--devices-per-process", 2, "--script", worker, "--", out, f"schedule.cost_model={model}"
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    got = np.load(out)
+    assert str(got["cost_source"]) == "profile:t", str(got["cost_note"])
+    assert "different" not in str(got["cost_note"])
+
+
 DYING = """
 import sys, time
 i = int(sys.argv[sys.argv.index("--process-id") + 1])
