@@ -18,8 +18,9 @@ interconnect (``Link``: latency alpha, bandwidth). Every figure is a model; its 
   (``plan.paid_budget``);
   ``buckets`` that grid whatever the config says; ``exact`` the need itself ("exact (no padding to
   budgets)", a bound no run reaches) — as ``padding.padded_work`` (``scan``: W x the edge budget)
-  times ``slowdown`` (1 on real accelerators; the share of a CPU when fake devices share a host, see
-  ``host_slowdown``). Then one gradient all-reduce per step: a ring,
+  times the device slowdown (``Setup.device_slowdown``: 1 on devices of their own; with fake CPU
+  devices sharing ``--host-cores``, P / cores for the analytic model and the ratio to the profiled
+  device count for a profiled one). Then one gradient all-reduce per step: a ring,
   ``2 (P-1) alpha + 2 (P-1)/P · bytes / bandwidth`` with the model's parameter bytes.
   No overlap of communication with compute; host-side packing and data loading are not modelled;
   neither is the ``buckets`` policy's reuse of a larger compiled budget (``parallel.reuse_slack``):
@@ -148,9 +149,7 @@ def charged_budgets(inst: Instance, method: str, p: int, setup: Setup) -> dict:
         layout,
         settings,
         sorted({*horizon, setup.epoch}),
-        step_seconds=planning.step_seconds_fn(
-            setup.model, w, layout, setup.slowdown or host_slowdown(p, setup.host_cores)
-        ),
+        step_seconds=planning.step_seconds_fn(setup.model, w, layout, setup.device_slowdown(p)),
     )
     scheds, needs, budgets = run.schedules, run.needs, run.budgets
     mine = needs[setup.epoch]
@@ -179,7 +178,7 @@ def simulate_window_method(inst: Instance, method: str, p: int, setup: Setup) ->
     got = charged_budgets(inst, method, p, setup)
     sched, layout, w = got["schedule"], setup.layout, inst.window
     fixed, unit = _fixed_and_unit(setup.model, w)
-    slow = setup.slowdown or host_slowdown(p, setup.host_cores)
+    slow = setup.device_slowdown(p)
     allreduce = ring_allreduce_seconds(setup.param_bytes, p, setup.link)
     padded = np.array([padded_work(x, w, layout) for x in got["paid"]])  # [S, 3] per device
     compute = slow * (fixed + padded @ unit)

@@ -10,7 +10,7 @@ import numpy as np
 from .schedule.base import check_sizes
 from .simulate_comm import ring_allgather_seconds, ring_allreduce_seconds, state_bytes
 from .simulate_instance import Instance
-from .simulate_setup import Setup, _figures, _fixed_and_unit, host_slowdown
+from .simulate_setup import Setup, _figures, _fixed_and_unit
 
 MICRO_PER_STAGE = 4  # snapshot model: a replica's windows form up to 4 x stages micro-batches
 
@@ -27,7 +27,7 @@ def simulate_snapshot(inst: Instance, p: int, setup: Setup) -> dict:
     fixed = float(c[4])
     link = setup.link
     state = state_bytes(setup.model_cfg, setup.num_features, inst.costs[:, 0])
-    slow = setup.slowdown or host_slowdown(p, setup.host_cores)
+    slow = setup.device_slowdown(p)
     allreduce = ring_allreduce_seconds(setup.param_bytes, p, link)
     # [K, S] size-dependent seconds of every window on every stage; [S] per-snapshot constants
     per_stage = np.zeros((len(inst.costs), stages))
@@ -70,7 +70,7 @@ def simulate_vertex(inst: Instance, p: int, setup: Setup) -> dict:
     check_sizes(len(inst.costs), p, b)
     w = inst.window
     fixed, unit = _fixed_and_unit(setup.model, w)
-    slow = setup.slowdown or host_slowdown(p, setup.host_cores)
+    slow = setup.device_slowdown(p)
     allreduce = ring_allreduce_seconds(setup.param_bytes, p, setup.link)
     layers, hidden = setup.model_cfg.layers, setup.model_cfg.hidden
     compute, ideal = [], []

@@ -59,8 +59,8 @@ class Setup:
       bucket_ratio, min_bucket: legacy (before ``shapes``): a ratio > 0 sets the shape grid
         (``parallel.bucket_ratio`` / ``min_bucket``) and makes "buckets" the default ``shapes``.
       host_cores: > 0 when all devices are fake devices sharing this many CPU cores.
-      slowdown: > 0 replaces ``host_slowdown`` by a measured factor (device speed at this P relative
-        to the cost model's profiling run; ``tools/validate_simulator.py`` calibrates it).
+      slowdown: > 0 replaces ``device_slowdown``'s factor (device speed at this P relative to the
+        cost model's prediction).
       seed, epoch: the schedule's randomness; ``epoch`` is the simulated epoch.
       ilp_budget: dygnex_l runs when its scheduled steps × time limit ≤ this many seconds, else it is
         skipped.
@@ -101,6 +101,17 @@ class Setup:
             raise UserError(f"parallel.budgets must be planned or buckets, got {self.parallel.budgets!r}")
         if self.planned_epochs < 0 or self.epoch < 1:
             raise UserError("planned epochs must be >= 0 and the simulated epoch >= 1")
+
+    def device_slowdown(self, p: int) -> float:
+        """How many times slower than the cost model a device runs at P: ``slowdown`` when set; with
+        ``host_cores`` (fake CPU devices sharing them) ``plan.model_slowdown`` — P / cores for the
+        analytic model, the ratio to the device count a profiled model was measured at (1 at that
+        count); else 1 (a device of its own: a profiled model's seconds are taken as one device's)."""
+        if self.slowdown > 0:
+            return self.slowdown
+        if self.host_cores <= 0:
+            return 1.0
+        return planning.model_slowdown(self.model, p, self.host_cores, "cpu")
 
     def batch(self, p: int) -> int:
         return self.batch_size or self.batch_per_device * p

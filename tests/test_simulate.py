@@ -362,26 +362,6 @@ def test_simulate_bad_input_is_one_line(args, needle):
     assert len(lines) == 1 and needle in lines[0], proc.stderr
 
 
-def test_validate_tool_rejects_an_unknown_dataset():
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "tools" / "validate_simulator.py"),
-            "--datasets",
-            "nope",
-            "--out",
-            "/nonexistent/x",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 2 and proc.stderr.strip().startswith("error: unknown dataset(s) nope"), (
-        proc.stderr
-    )
-
-
 def test_simulate_command_shapes(tmp_path):
     """--shapes picks the charged budgets (--buckets is --shapes buckets); every row and the header
     state the policy and the layout (egcn_o: last)."""

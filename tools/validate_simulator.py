@@ -1,17 +1,18 @@
-"""Simulated vs measured per-epoch time of real training runs on this machine (issue 6, part 3).
+"""Simulated vs measured epoch time of real training runs on this machine, with profiled cost models.
 
-For every dataset (default: the embedded synthetic default and ``bitcoin_otc``): profile the cost model
-at 1 device, train with it at 1, 2, 4 and 8 fake CPU devices in one process and at 2 processes x 1
-device (``tools/launch_local.py``, gloo), simulate the same epochs with ``simulate.py`` (the profiled
-model, a calibrated device slowdown, the all-reduce over the link) and compare: error = simulated /
-measured - 1, against the sum of step times and against wall time. The protocol and the calibration:
-``dygnex_jax/research/simulator_validation.py``.
+For every device count P of --devices (and N of --processes): profiles the --fit datasets at P fake
+devices into the run's own cost-model cache (one pooled model per P), trains every dataset (--fit and
+--check) at P devices in one process — and at N processes x 1 device (``tools/launch_local.py``, gloo,
+with the model profiled at N devices) — as a user's run trains (``schedule.cost_model: auto``, planned
+budgets), simulates the same epochs with ``simulate.py`` (the run's model, the trainer's budgets, the
+all-reduce over the link) and compares: error = simulated / measured - 1 on the epoch's step time.
+The protocol: ``dygnex_jax/research/simulator_validation.py``.
 
-Writes ``validate_simulator.json``, ``validate_simulator.png`` and ``validate_simulator.md`` (the README
-table) to ``--out``. CPU timings on a shared 2-core machine are noisy: the JSON keeps every epoch.
+Writes ``validate_simulator.json``, ``.md`` (the README table) and ``.png`` to --out; every run's
+files stay under ``--out/pP`` (a second call re-uses them: delete the folder to measure again).
 
-    python tools/validate_simulator.py --out runs/validate          # about 15-20 min on 2 cores
-    python tools/validate_simulator.py --datasets synthetic --devices 1,2 --epochs 2   # quick
+    python tools/validate_simulator.py --out runs/validate              # every dataset, 1,2,4,8 + 2 processes
+    python tools/validate_simulator.py --devices 1 --processes 0 --fit synthetic --check "" --epochs 2
 
 The training runs are this file in ``--worker`` mode (one process, or each of the launcher's).
 """
@@ -27,87 +28,147 @@ from pathlib import Path
 
 from dygnex_jax.config import load_config
 from dygnex_jax.errors import UserError, run_tool
+from dygnex_jax.research import cost_model_check as check
 from dygnex_jax.research import simulator_validation as validation
-from dygnex_jax.schedule.cost import CostModel
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def worker(argv: list[str]) -> int:
-    """``--worker OUT.json --epochs E CONFIG|- key=value ... [--coordinator ...]``: train and time epochs."""
+    """``--worker OUT.json --epochs E key=value ... [--coordinator ...]``: train and write the steps."""
     from dygnex_jax import distributed
 
     p = argparse.ArgumentParser()
     p.add_argument("--worker", required=True)
     p.add_argument("--epochs", type=int, required=True)
-    p.add_argument("config")
+    p.add_argument("--min-steps", type=int, default=0)
     p.add_argument("overrides", nargs="*")
     p.add_argument("--coordinator")
     p.add_argument("--num-processes", type=int)
     p.add_argument("--process-id", type=int)
     a = p.parse_args(argv)
     distributed.initialize(distributed.resolve(a.coordinator, a.num_processes, a.process_id))
-    from dygnex_jax.train import Trainer
-
-    trainer = Trainer(load_config(None if a.config == "-" else REPO / a.config, a.overrides))
-    payload = validation.time_epochs(trainer, a.epochs)
-    if distributed.is_main_process():
-        Path(a.worker).write_text(json.dumps(payload, indent=2) + "\n")
+    validation.worker(a.worker, a.epochs, a.overrides, a.min_steps)
     return 0
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", default="runs/validate_simulator")
+    p.add_argument(
+        "--fit", default="bitcoin_otc,uci_collegemsg,as733", help="datasets profiled into the model"
+    )
+    p.add_argument("--check", default="bitcoin_alpha,synthetic", help="datasets the model never saw")
+    p.add_argument("--devices", default="1,2,4,8", help="fake devices of the one-process runs")
+    p.add_argument("--processes", type=int, default=2, help="processes x 1 device run (0: none)")
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument(
+        "--min-steps", type=int, default=12, help="train more epochs while fewer steps ran (small datasets)"
+    )
+    p.add_argument("--profile-steps", type=int, default=12)
+    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--host-cores", type=int, default=os.cpu_count() or 1, help="cores the fake devices share")
+    p.add_argument("--set", action="append", default=[], help="extra key=value for every run")
+    args = p.parse_args(argv)
+    try:
+        args.counts = [int(x) for x in args.devices.split(",") if x]
+    except ValueError:
+        raise UserError(f"--devices must be comma-separated integers, got {args.devices!r}") from None
+    args.fit_sets = [d for d in args.fit.split(",") if d]
+    args.check_sets = [d for d in args.check.split(",") if d and d not in args.fit_sets]
+    unknown = [d for d in args.fit_sets + args.check_sets if d not in validation.DATASETS]
+    if unknown:
+        raise UserError(
+            f"unknown dataset(s) {', '.join(unknown)}: choose from {', '.join(validation.DATASETS)}"
+        )
+    if not args.fit_sets:
+        raise UserError("--fit needs at least one dataset (the cost model is profiled on them)")
+    if not args.counts or min(args.counts) < 1 or args.processes < 0 or args.processes == 1:
+        raise UserError("--devices must be >= 1 and --processes 0 (none) or >= 2")
+    if args.processes and args.processes not in args.counts:
+        raise UserError(
+            f"--processes {args.processes} is timed with the model profiled at {args.processes} fake devices: "
+            f"add {args.processes} to --devices"
+        )
+    if args.epochs < 1 or args.profile_steps < 5 or args.repeats < 1:
+        raise UserError("--epochs >= 1, --profile-steps >= 5 and --repeats >= 1")
+    return args
+
+
+def train(dataset: str, procs: int, per: int, extra: list[str], args, work: Path, log) -> dict:
+    """The worker's payload of one run (``procs`` processes x ``per`` devices), trained unless its JSON
+    is already in ``work``."""
+    label = f"{procs}proc" if procs > 1 else "train"
+    result = work / f"{label}_{dataset}.json"
+    if not result.exists():
+        log(f"training {dataset} at {procs} process(es) x {per} device(s)")
+        me = [str(Path(__file__).resolve()), "--worker", str(result), "--epochs", str(args.epochs)]
+        me += ["--min-steps", str(args.min_steps)]
+        cfg = validation.overrides(dataset, 0 if procs > 1 else per, args.batch, [*args.set, *extra])
+        env = check.env(per, work / "cache")
+        if procs == 1:
+            validation.run_checked([sys.executable, *me, *cfg], env, log)
+        else:
+            launch = [str(REPO / "tools" / "launch_local.py"), str(procs), "--devices-per-process", str(per)]
+            validation.run_checked(
+                [sys.executable, *launch, "--script", me[0], "--", *me[1:], *cfg], env, log
+            )
+    return json.loads(result.read_text())
+
+
+def row(dataset: str, procs: int, data: dict, args) -> dict:
+    p = data["devices"]
+    config = load_config(REPO / validation.CONFIG, validation.overrides(dataset, p, args.batch, args.set))
+    label = f"{procs} proc x 1 dev" if procs > 1 else f"{p} dev"
+    r = validation.compare(dataset, dataset in args.fit_sets, label, procs, data, config, args.host_cores)
+    print(
+        f"{dataset} {label}: measured {r['measured_step_seconds']:.3f} s (steps), simulated "
+        f"{r['simulated_seconds']:.3f} s, error {100 * r['error_vs_steps']:+.1f}% (analytic "
+        f"{100 * r['analytic_error_vs_steps']:+.0f}%), budgets as trained: {r['same_budgets']}",
+        flush=True,
+    )
+    return r
 
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--worker" in argv:
         return worker(argv)
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", default="runs/validate_simulator")
-    p.add_argument("--datasets", default="synthetic,bitcoin_otc")
-    p.add_argument("--devices", default="1,2,4,8", help="fake devices of the one-process runs")
-    p.add_argument("--processes", type=int, default=2, help="processes x 1 device run (0: none)")
-    p.add_argument("--epochs", type=int, default=3)
-    p.add_argument("--profile-steps", type=int, default=12)
-    p.add_argument("--host-cores", type=int, default=os.cpu_count() or 1, help="cores the fake devices share")
-    p.add_argument(
-        "--cost-model-from",
-        default="",
-        help="also simulate every other dataset with this dataset's profiled model (already in --out)",
-    )
-    p.add_argument("--set", action="append", default=[], help="extra key=value for every run")
-    args = p.parse_args(argv)
-    args.devices = [int(x) for x in args.devices.split(",") if x]
-    names = [n for n in args.datasets.split(",") if n]
-    unknown = [n for n in names if n not in validation.DATASETS]
-    if unknown:
-        raise UserError(
-            f"unknown dataset(s) {', '.join(unknown)}: choose from {', '.join(validation.DATASETS)}"
-        )
-    if args.epochs < 1:
-        raise UserError("--epochs must be >= 1")
+    args = parse(argv)
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    start = time.perf_counter()
-    log = lambda s: print(s, flush=True)  # noqa: E731
-    rows = []
-    alt = None
-    if args.cost_model_from:
-        alt = (
-            args.cost_model_from,
-            CostModel.load(out / args.cost_model_from / "profile" / "cost_model.json"),
-        )
-    for name in names:
-        rows += validation.validate_dataset(name, args, out, log, alt, script=__file__)
+    start, log = time.perf_counter(), (lambda s: print(s, flush=True))
+    rows, models = [], {}
+    for devices in args.counts:
+        work = out / f"p{devices}"
+        work.mkdir(parents=True, exist_ok=True)
+        args.devices = devices  # what cost_model_check.profile reads
+        for d in args.fit_sets:
+            log(f"profiling {d} at {devices} devices")
+            check.profile(d, args, work, log)
+        for d in args.fit_sets + args.check_sets:
+            data = train(d, 1, devices, [], args, work, log)
+            models[devices] = work / "cost_model.json"
+            models[devices].write_text(json.dumps(data["cost_model"], indent=2) + "\n")
+            rows.append(row(d, 1, data, args))
+    if args.processes:
+        n = args.processes
+        model = [f"schedule.cost_model={models[n].resolve()}"]
+        for d in args.fit_sets + args.check_sets:
+            rows.append(row(d, n, train(d, n, 1, model, args, out / f"p{n}", log), args))
     payload = {
-        "host_cores": args.host_cores,
+        "fit": args.fit_sets,
+        "check": args.check_sets,
+        "batch": args.batch,
         "epochs": args.epochs,
-        "load_average": os.getloadavg(),
+        "host_cores": args.host_cores,
+        "config": validation.CONFIG,
         "seconds": time.perf_counter() - start,
         "rows": rows,
     }
     (out / "validate_simulator.json").write_text(json.dumps(payload, indent=2) + "\n")
     (out / "validate_simulator.md").write_text(validation.markdown(rows))
-    if rows:
-        validation.plot(rows, out / "validate_simulator.png")
+    validation.plot(rows, out / "validate_simulator.png")
     print(validation.markdown(rows))
     print(f"wrote {out} in {time.perf_counter() - start:.0f} s")
     return 0

@@ -1,32 +1,32 @@
-"""Simulated vs measured per-epoch time of real training runs on this machine (``tools/validate_simulator.py``).
+"""Simulated vs measured epoch time of real training runs on this machine (``tools/validate_simulator.py``).
 
-For every dataset (``DATASETS``), ``validate_dataset``:
+The protocol — nothing in the simulation is calibrated on the run it is compared with:
 
-1. profiles the cost model on this machine at 1 device (``python -m dygnex_jax profile``);
-2. trains with it (``schedule.cost_model=`` that file, so the trainer's scheduler and the simulator's
-   balance the same seconds) at each device count in one process (fake CPU devices), and at N processes
-   x 1 device through ``tools/launch_local.py`` (gloo); ``parallel.reuse_slack=0`` and
-   ``parallel.compile_steps=0`` so that every step runs on its own shape bucket, as the simulator
-   assumes. The training runs are the calling script in worker mode, which times them with
-   ``time_epochs``;
-3. simulates the same epochs (same seed, epoch numbers, batch size, buckets) with ``simulate.py``
-   (``simulated_epochs``): the profiled model on the padded budgets, × a *device slowdown* for fake
-   devices sharing this machine's cores (and with other users' work), plus a ring all-reduce over the
-   ``loopback`` link for the multi-process run (the fake devices of one process all-reduce in memory:
-   link ``none``). The slowdown is calibrated per epoch (``calibrate``): right before and after every
-   timed epoch, the run times one step in which *each* device runs the same two windows; slowdown = the
-   mean of the two (less the modelled all-reduce) / the cost model's prediction for that step's budget.
-   The uncalibrated figure (``host_slowdown(P, cores)``: P / cores when the fake devices outnumber the
-   cores, as if the machine were ours alone) is reported beside it;
-4. compares. *Measured* epoch time (the protocol of ``tools/bench_schedulers.py``): every epoch runs
-   with ``Trainer.train_epoch(e)``; if it compiled a shape bucket it was a warm-up and runs again with
-   the same epoch number (same schedule, negatives and buckets, no compilation), and that run is timed.
-   Two figures per epoch: the sum of its step times (what the simulator models) and its wall time (adds
-   host-side packing of the batches, which the simulator does not model); the median over epochs is
-   reported. Error = simulated / measured - 1.
+1. **Profile** (``cost_model_check.profile``: ``python -m dygnex_jax profile`` in a subprocess) every
+   *fit* dataset at each device count P of the validation, into the tool's own cost-model cache
+   (``DYGNEX_COST_MODELS`` = ``OUT/pP/cache``): one model per P pooled over the fit datasets, as a user's
+   ``profile`` runs build it. The *check* datasets are never profiled.
+2. **Train** every dataset (fit and check) at every run — P fake CPU devices in one process, and N
+   processes x 1 device through ``tools/launch_local.py`` (gloo) — as a user's run trains: the config's
+   defaults (planned budgets, prefetch), ``schedule.cost_model: auto`` (the pooled model of step 1; the
+   N-process run passes the file of the model profiled at N fake devices: ``profile`` runs in one
+   process). The planned budgets are compiled before epoch 1; the worker (the calling script in worker
+   mode, ``worker``) writes every step's budget, measured and predicted seconds, the epoch wall times,
+   the planned budgets, the run's cost model and the load average before and after.
+3. **Simulate** (``simulate.simulate``, no JAX) the same epochs: the same config, seed and epoch
+   numbers, the scheduler with the run's cost-model weights, the trainer's planned budgets
+   (``--shapes trained``), the run's cost model for every step's compute (x ``simulate``'s device
+   slowdown: 1 where the model was profiled at the run's own device count) and a ring all-reduce of the
+   gradients over the link (fake devices of one process all-reduce in memory: ``none``; the processes
+   of one host: ``loopback``). Beside it, the analytic model (what the simulator used before profiles).
+4. **Compare** per epoch that compiled nothing: measured = the sum of the epoch's step seconds (what the
+   simulator models; the wall time adds host-side packing not overlapped and is reported too); error =
+   simulated / measured - 1, median over epochs. The step figure: the median over those steps of
+   |simulated step / measured step - 1| (the simulator's steps are the trainer's when the budgets and
+   schedules agree, which ``same_budgets`` checks).
 
 ``markdown`` and ``plot`` show the rows. The runs start from the checkout (``REPO``: its ``configs/``
-and ``tools/launch_local.py``); JAX is imported by the functions that train, in the worker processes.
+and ``tools/launch_local.py``); JAX is imported only by ``worker``, in the worker processes.
 """
 
 from __future__ import annotations
@@ -36,30 +36,20 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
+from .. import plan
 from .. import simulate as sim
 from ..config import load_config
 from ..errors import UserError
-from ..schedule.cost import CostModel
+from ..schedule.cost import CostModel, default_cost_model
 
 REPO = Path(__file__).resolve().parents[2]  # the checkout the runs start in (configs/, tools/)
-DATASETS = {
-    "synthetic": (None, ()),
-    "bitcoin_otc": ("configs/egcn_o_bitcoin_otc.yaml", ()),
-}
-
-
-def _env(devices: int) -> dict:
-    return {
-        **os.environ,
-        "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}",
-        "JAX_PLATFORMS": "cpu",
-    }
+CONFIG = "configs/egcn_o_bitcoin_otc.yaml"  # EvolveGCN-O with Bitcoin-OTC's settings, any dataset
+DATASETS = ("synthetic", "bitcoin_otc", "bitcoin_alpha", "uci_collegemsg", "as733")
 
 
 def run_checked(cmd: list[str], env: dict, log) -> None:
@@ -72,275 +62,182 @@ def run_checked(cmd: list[str], env: dict, log) -> None:
     log(f"  done in {time.perf_counter() - start:.0f} s: {' '.join(cmd[2:6])} ...")
 
 
-def config_args(name: str) -> list[str]:
-    path, overrides = DATASETS[name]
-    return (["--config", path] if path else []) + list(overrides)
+def overrides(dataset: str, devices: int, batch: int, extra: list[str]) -> list[str]:
+    """The config overrides of every run of ``dataset`` (``devices``: 0 = all the processes' devices)."""
+    return [f"data.dataset={dataset}", f"parallel.devices={devices}", f"train.batch_size={batch}", *extra]
 
 
 # --- the training runs (worker processes) -------------------------------------------------------------
 
 
-def calibrate(trainer, n_windows: int = 2, repeats: int = 5) -> tuple[float, list[float]]:
-    """Median seconds of one step in which *every* device runs the same first ``n_windows`` training
-    windows: the same per-device budget at any P, so its ratio to the 1-device figure is the speed of a
-    device at this P (fake devices sharing the cores, plus in-process or cross-process collectives)."""
-    from .. import parallel
+def worker(result: str, epochs: int, config_overrides: list[str], min_steps: int = 0) -> None:
+    """Train epochs 1..``epochs`` — more while fewer than ``min_steps`` steps ran, up to the epochs the
+    budgets were planned for — (the planned budgets compiled first, no evaluation) and write, on the
+    main process, every step, the epochs' wall times, the planned budgets, the cost model and the loads."""
+    from .. import distributed
+    from ..train import Trainer
 
-    step = [list(range(n_windows))] * trainer.n_devices
-    batch, _, budget = trainer.pack(step, "train", epoch=0)
-    times = []
-    for i in range(repeats + 1):
-        start = time.perf_counter()
-        trainer.params, trainer.opt_state, stats = trainer.train_step(
-            trainer.params, trainer.opt_state, parallel.shard_batch(trainer.mesh, batch)
-        )
-        float(stats["loss"])
-        if i:
-            times.append(time.perf_counter() - start)
-    trainer.packer.forget()
-    return statistics.median(times), trainer.padded_work(budget).tolist()
-
-
-def time_epochs(trainer, epochs: int) -> dict:
-    """Train and time epochs 1..``epochs`` (a compiling epoch is a warm-up, run again and timed), each
-    bracketed by calibration steps: the worker's result (devices, calibration, per-epoch rows)."""
-    calibration, calibration_budget = calibrate(trainer)
-    rows = []
-    for e in range(1, epochs + 1):
-        before = len(trainer.train_step.traces)
-        row = trainer.train_epoch(e)
-        warmup = len(trainer.train_step.traces) > before
-        if warmup:  # it compiled: run the same epoch again (same schedule and shapes) and time that
-            before = len(trainer.train_step.traces)
-            calib_before = calibrate(trainer)[0]
-            row = trainer.train_epoch(e)
-        else:
-            calib_before = calibration
-        calibration = calibrate(trainer)[0]  # the machine's load drifts: bracket every timed epoch
-        rows.append(
-            {
-                "epoch": e,
-                "calibration_seconds": 0.5 * (calib_before + calibration),
-                "wall_seconds": row["epoch_seconds"],
-                "step_seconds": sum(s["seconds"] for s in trainer.last_steps),
-                "steps": len(trainer.last_steps),
-                "warmed_up": warmup,
-                "compiled_in_timed_run": len(trainer.train_step.traces) > before,
-                "budgets": [s["budget"] for s in trainer.last_steps],
-            }
-        )
-    return {
+    load = [os.getloadavg()[0]]
+    trainer = Trainer(load_config(REPO / CONFIG, config_overrides))
+    planned = trainer.plan_budgets()
+    horizon = max(epochs, plan.planned_epochs(trainer.config)[-1])
+    trainer.compile_planned(lambda _: None)
+    steps, walls = [], []
+    e = 0
+    while e < epochs or (len(steps) < min_steps and e < horizon):
+        e += 1
+        walls.append(trainer.train_epoch(e)["epoch_seconds"])
+        steps += trainer.last_steps
+    load.append(os.getloadavg()[0])
+    if not distributed.is_main_process():
+        return
+    payload = {
+        "steps": [
+            {k: s[k] for k in ("epoch", "seconds", "compiled", "predicted_seconds", "budget")} for s in steps
+        ],
+        "epoch_wall_seconds": walls,
+        "planned_budgets": [list(b.as_tuple()) for b in planned],
+        "cost_model": trainer.cost_model.to_dict(),
+        "cost_note": trainer.cost_note,
+        "slowdown": trainer.slowdown,
+        "layout": trainer.layout,
         "devices": trainer.n_devices,
-        "calibration_seconds": calibration,
-        "calibration_budget": calibration_budget,
-        "epochs": rows,
+        "load": load,
     }
+    Path(result).write_text(json.dumps(payload) + "\n")
 
 
 # --- the simulator ----------------------------------------------------------------------------------
 
 
 def simulated_epochs(
-    config,
-    model: CostModel,
-    p: int,
-    epochs: list[int],
-    link: str,
-    cores: int,
-    slowdown: float = 0.0,
-    timing: CostModel | None = None,
-) -> list[float]:
-    """The simulator's epoch seconds; ``model`` gives the scheduler's weights (as in the trainer's run),
-    ``timing`` (default ``model``) the step times."""
+    config, model: CostModel, p: int, epochs: list[int], link: str, cores: int
+) -> list[dict]:
+    """``simulate.simulate`` of each epoch of ``epochs`` under ``config`` with ``model`` (its weights
+    schedule, as in the trainer's run; its seconds time the steps): the result rows."""
     inst = sim.instance_from_config(config)
     model = dataclasses.replace(model, window=inst.window)
-    alpha, beta, gamma = (float(x) for x in model.weights(inst.window))
-    sched_cfg = config.schedule
-    if alpha + beta + gamma > 0:
-        sched_cfg = dataclasses.replace(sched_cfg, alpha=alpha, beta=beta, gamma=gamma)
     features = config.data.max_degree if config.data.features == "degree" else 1
-    out = []
+    rows = []
     for e in epochs:
         setup = sim.Setup(
-            model=dataclasses.replace(timing or model, window=inst.window),
+            model=model,
             link=sim.LINKS[link],
             param_bytes=4.0 * sim.param_count(config.model, features),
             model_cfg=config.model,
             num_features=features,
-            schedule_cfg=sched_cfg,
+            schedule_cfg=plan.run_settings(config.schedule, model, inst.window),
             batch_size=config.train.batch_size,
-            bucket_ratio=config.parallel.bucket_ratio,
-            min_bucket=config.parallel.min_bucket,
+            shapes="trained",
+            layout=sim.window_layout(config),
+            parallel=config.parallel,
+            planned_epochs=sim.trainer_plan_epochs(config),
             host_cores=cores,
-            slowdown=slowdown,
             seed=config.train.seed,
             epoch=e,
         )
-        out.append(sim.simulate(inst, config.schedule.method, p, setup)["epoch_seconds"])
-    return out
+        rows.append(sim.simulate(inst, config.schedule.method, p, setup))
+    return rows
 
 
-# --- one dataset: profile, train, simulate, compare ---------------------------------------------------
-
-
-def profiled_model(name: str, args, work: Path, log) -> Path:
-    """The dataset's cost model profiled at 1 device (``work/profile/cost_model.json``, kept)."""
-    prof = work / "profile"
-    if not (prof / "cost_model.json").exists():
-        log(f"{name}: profiling the cost model at 1 device")
-        cmd = [sys.executable, "-m", "dygnex_jax", "profile", *config_args(name), "--out", str(prof)]
-        cmd += [
-            "--steps",
-            str(args.profile_steps),
-            "--repeats",
-            "2",
-            "--no-cache",
-            "parallel.devices=1",
-            *args.set,
-        ]
-        run_checked(cmd, _env(1), log)
-    return prof / "cost_model.json"
-
-
-def train_run(name: str, label: str, procs: int, per: int, overrides, args, work: Path, log, script) -> dict:
-    """The worker's result of one training run (``procs`` processes x ``per`` devices), trained by
-    ``script`` in worker mode unless its JSON is already in ``work``."""
-    result = work / f"{label.replace(' ', '_')}.json"
-    if not result.exists():
-        log(f"{name}: training at {label}")
-        me = [str(Path(script).resolve()), "--worker", str(result), "--epochs", str(args.epochs)]
-        cfg = [DATASETS[name][0] or "-", *overrides, f"parallel.devices={0 if procs > 1 else per}"]
-        if procs == 1:
-            run_checked([sys.executable, *me, *cfg], _env(per), log)
-        else:
-            launch = [
-                str(REPO / "tools" / "launch_local.py"),
-                str(procs),
-                "--devices-per-process",
-                str(per),
-            ]
-            run_checked([sys.executable, *launch, "--script", me[0], "--", *me[1:], *cfg], _env(per), log)
-    return json.loads(result.read_text())
-
-
-def compare_run(name, label, procs, p, data, model, overrides, args, alt) -> dict:
-    """One run's row: measured (step and wall) vs simulated epoch seconds, calibrated and not, and
-    with ``alt`` = (another dataset, its profiled model) for the step times when given."""
-    measured = data["epochs"]
-    config_path = DATASETS[name][0]
-    config = load_config(REPO / config_path if config_path else None, [*overrides, f"parallel.devices={p}"])
+def compare(dataset: str, fitted: bool, label: str, procs: int, data: dict, config, cores: int) -> dict:
+    """One run's row: measured vs simulated (the run's model, and the analytic one) per clean epoch."""
+    p = data["devices"]
+    steps = data["steps"]
+    clean = sorted({s["epoch"] for s in steps} - {s["epoch"] for s in steps if s["compiled"]})
+    if not clean:
+        raise UserError(f"{dataset} {label}: every epoch compiled a step; train more epochs")
     link = "loopback" if procs > 1 else "none"
-    epochs = [m["epoch"] for m in measured]
-    calib_model = float(model.predict_costs(np.array([data["calibration_budget"]]))[0])
-    features = config.data.max_degree if config.data.features == "degree" else 1
-    allreduce = sim.ring_allreduce_seconds(4.0 * sim.param_count(config.model, features), p, sim.LINKS[link])
-    uncalibrated = simulated_epochs(config, model, p, epochs, link, args.host_cores)
-    slowdowns = [max(m["calibration_seconds"] - allreduce, 1e-9) / calib_model for m in measured]
-    simulated = [
-        simulated_epochs(config, model, p, [e], link, args.host_cores, f)[0]
-        for e, f in zip(epochs, slowdowns)
+    model = CostModel.from_dict(data["cost_model"])
+    got = simulated_epochs(config, model, p, clean, link, cores)
+    before = simulated_epochs(config, default_cost_model(model.window), p, clean, link, cores)
+    measured = [[s["seconds"] for s in steps if s["epoch"] == e] for e in clean]
+    step_errors = [
+        s / m - 1
+        for ms, r in zip(measured, got)
+        if len(ms) == len(r["step_seconds"])
+        for s, m in zip(r["step_seconds"], ms)
     ]
-    step = statistics.median(m["step_seconds"] for m in measured)
-    wall = statistics.median(m["wall_seconds"] for m in measured)
-    pred = statistics.median(simulated)
-    other = {}
-    if alt is not None and alt[0] != name:  # the other dataset's profiled model: a cross-dataset check
-        alt_calib = float(alt[1].predict_costs(np.array([data["calibration_budget"]]))[0])
-        alt_sim = [
-            simulated_epochs(
-                config,
-                model,
-                p,
-                [e],
-                link,
-                args.host_cores,
-                max(m["calibration_seconds"] - allreduce, 1e-9) / alt_calib,
-                timing=alt[1],
-            )[0]
-            for e, m in zip(epochs, measured)
-        ]
-        other = {"model_from": alt[0], "simulated_seconds": statistics.median(alt_sim)}
-        other["error_vs_steps"] = other["simulated_seconds"] / step - 1
+    walls = [data["epoch_wall_seconds"][e - 1] for e in clean]
+    step_sum = statistics.median(sum(ms) for ms in measured)
+    simulated = statistics.median(r["epoch_seconds"] for r in got)
+    analytic = statistics.median(r["epoch_seconds"] for r in before)
+    trainer_budgets = sorted(map(tuple, data["planned_budgets"]))
+    sim_budgets = sorted(map(tuple, got[0]["budgets"]))
     return {
-        "dataset": name,
+        "dataset": dataset,
+        "fitted_on": fitted,
         "run": label,
         "processes": procs,
         "devices": p,
-        "measured_step_seconds": step,
-        "measured_wall_seconds": wall,
-        "simulated_seconds": pred,
-        "error_vs_steps": pred / step - 1,
-        "error_vs_wall": pred / wall - 1,
-        "per_epoch": {"measured": measured, "simulated": simulated},
-        "link": link,
-        "slowdown": statistics.median(slowdowns),
-        "calibration_seconds": data["calibration_seconds"],
-        "simulated_uncalibrated_seconds": statistics.median(uncalibrated),
-        "other_cost_model": other,
-        "host_slowdown": sim.host_slowdown(p, args.host_cores),
-        "cost_model": model.to_dict(),
+        "epochs": clean,
+        "measured_step_seconds": step_sum,
+        "measured_wall_seconds": statistics.median(walls),
+        "simulated_seconds": simulated,
+        "error_vs_steps": statistics.median(r["epoch_seconds"] / sum(ms) - 1 for ms, r in zip(measured, got)),
+        "error_vs_wall": simulated / statistics.median(walls) - 1,
+        "step_error_median": float(np.median(np.abs(step_errors))) if step_errors else None,
+        "trainer_step_error_median": float(
+            np.median([abs(s["predicted_seconds"] / s["seconds"] - 1) for s in steps if not s["compiled"]])
+        ),
+        "analytic_seconds": analytic,
+        "analytic_error_vs_steps": analytic / step_sum - 1,
+        "same_budgets": trainer_budgets == sim_budgets,
+        "budgets": {"trained": trainer_budgets, "simulated": sim_budgets},
+        "inputs": {
+            "link": link,
+            "allreduce_seconds_per_step": got[0]["allreduce_seconds_per_step"],
+            "shapes": got[0]["shapes_label"],
+            "layout": got[0]["layout"],
+            "slowdown": plan.model_slowdown(model, p, cores, "cpu"),
+            "host_cores": cores,
+            "per_step_constant_seconds": float(model.coef[3] * model.window + model.coef[4]),
+        },
+        "load": data["load"],
+        "cost_model": {
+            k: data["cost_model"].get(k) for k in ("source", "devices", "datasets", "compile_seconds", "coef")
+        },
+        "per_epoch": {
+            "measured": [sum(ms) for ms in measured],
+            "simulated": [r["epoch_seconds"] for r in got],
+            "analytic": [r["epoch_seconds"] for r in before],
+            "wall": walls,
+        },
     }
-
-
-def validate_dataset(name: str, args, out: Path, log, alt=None, *, script) -> list[dict]:
-    """Profile, train (``script`` in worker mode) at every run of ``args``, simulate and compare: one
-    row per run. ``alt``: (dataset name, its profiled model) for the cross-dataset check, or None."""
-    work = out / name
-    work.mkdir(parents=True, exist_ok=True)
-    model_path = profiled_model(name, args, work, log)
-    model = CostModel.load(model_path)
-    overrides = [
-        "parallel.budgets=buckets",
-        "parallel.reuse_slack=0",
-        "parallel.compile_steps=0",
-        *args.set,
-        f"schedule.cost_model={model_path}",
-    ]
-    runs = [(f"{p} dev", 1, p) for p in args.devices]
-    if args.processes:
-        runs.append((f"{args.processes} proc x 1 dev", args.processes, 1))
-    rows = []
-    for label, procs, per in runs:
-        data = train_run(name, label, procs, per, overrides, args, work, log, script)
-        r = compare_run(name, label, procs, procs * per, data, model, overrides, args, alt)
-        rows.append(r)
-        step, wall, pred = r["measured_step_seconds"], r["measured_wall_seconds"], r["simulated_seconds"]
-        log(
-            f"{name} {label}: measured {step:.3f} s (steps) / {wall:.3f} s (wall), simulated {pred:.3f} s, "
-            f"error {100 * (pred / step - 1):+.1f}% / {100 * (pred / wall - 1):+.1f}% (slowdown {r['slowdown']:.2f}; "
-            f"uncalibrated {r['simulated_uncalibrated_seconds']:.3f} s)"
-        )
-    return rows
 
 
 # --- output -------------------------------------------------------------------------------------------
 
 
+def _pct(x) -> str:
+    return "-" if x is None else f"{100 * x:+.1f}%"
+
+
 def markdown(rows: list[dict]) -> str:
     lines = [
-        "| dataset | run | measured epoch s (steps) | measured epoch s (wall) | simulated s | error vs steps "
-        "| error vs wall | device slowdown | uncalibrated s (error vs steps) | other dataset's cost model s (error) |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| run | dataset | in the fit | measured epoch s (steps / wall) | simulated s | error vs steps "
+        "| step error (median abs) | analytic, before (error) | budgets as trained | link; all-reduce ms "
+        "| load before / after |",
+        "|---|---|---|---:|---:|---:|---:|---:|---|---|---|",
     ]
     for r in rows:
-        unc = r["simulated_uncalibrated_seconds"]
+        step = r["step_error_median"]
         lines.append(
-            f"| {r['dataset']} | {r['run']} | {r['measured_step_seconds']:.3f} | {r['measured_wall_seconds']:.3f} | "
-            f"{r['simulated_seconds']:.3f} | {100 * r['error_vs_steps']:+.1f}% | {100 * r['error_vs_wall']:+.1f}% | "
-            f"{r['slowdown']:.2f} | {unc:.3f} ({100 * (unc / r['measured_step_seconds'] - 1):+.0f}%) | "
-            + (
-                f"{o['simulated_seconds']:.3f} ({100 * o['error_vs_steps']:+.1f}%, {o['model_from']}) |"
-                if (o := r["other_cost_model"])
-                else "- |"
-            )
+            f"| {r['run']} | {r['dataset']} | {'yes' if r['fitted_on'] else '**no**'} | "
+            f"{r['measured_step_seconds']:.3f} / {r['measured_wall_seconds']:.3f} | {r['simulated_seconds']:.3f} | "
+            f"**{_pct(r['error_vs_steps'])}** | {'-' if step is None else f'{100 * step:.1f}%'} | "
+            f"{r['analytic_seconds']:.3f} ({_pct(r['analytic_error_vs_steps'])}) | "
+            f"{'yes' if r['same_budgets'] else 'no'} ({len(r['budgets']['trained'])}) | "
+            f"{r['inputs']['link']}; {1e3 * r['inputs']['allreduce_seconds_per_step']:.2f} | "
+            f"{r['load'][0]:.1f} / {r['load'][1]:.1f} |"
         )
     errs = [abs(r["error_vs_steps"]) for r in rows]
     if errs:
-        lines.append("")
-        lines.append(
-            f"Mean |error| vs step time {100 * np.mean(errs):.1f}% (max {100 * max(errs):.1f}%); vs wall time "
-            f"{100 * np.mean([abs(r['error_vs_wall']) for r in rows]):.1f}%."
-        )
+        lines += [
+            "",
+            f"Median |error| vs the steps' time {100 * np.median(errs):.1f}% (max {100 * max(errs):.1f}%); "
+            f"the analytic model: {100 * np.median([abs(r['analytic_error_vs_steps']) for r in rows]):.0f}%.",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -351,25 +248,24 @@ def plot(rows: list[dict], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     names = sorted({r["dataset"] for r in rows})
-    fig, axes = plt.subplots(1, len(names), figsize=(5.5 * len(names), 3.8), squeeze=False)
+    fig, axes = plt.subplots(1, len(names), figsize=(4.5 * len(names), 3.8), squeeze=False)
     for ax, name in zip(axes[0], names):
         rs = [r for r in rows if r["dataset"] == name]
         x = np.arange(len(rs))
-        ax.bar(x - 0.27, [r["measured_step_seconds"] for r in rs], 0.27, label="measured (steps)")
-        ax.bar(x, [r["measured_wall_seconds"] for r in rs], 0.27, label="measured (wall)")
-        ax.bar(x + 0.27, [r["simulated_seconds"] for r in rs], 0.27, label="simulated")
+        ax.bar(x - 0.2, [r["measured_step_seconds"] for r in rs], 0.4, label="measured (steps)")
+        ax.bar(x + 0.2, [r["simulated_seconds"] for r in rs], 0.4, label="simulated")
         for i, r in enumerate(rs):
             ax.text(
-                i + 0.27,
+                i + 0.2,
                 r["simulated_seconds"],
-                f"{100 * r['error_vs_steps']:+.0f}%",
+                _pct(r["error_vs_steps"]),
                 ha="center",
                 va="bottom",
                 fontsize=7,
             )
-        ax.set_xticks(x, [r["run"] for r in rs], fontsize=8)
+        ax.set_xticks(x, [r["run"] for r in rs], fontsize=7, rotation=20)
         ax.set_ylabel("epoch seconds")
-        ax.set_title(f"{name}: simulated vs measured")
+        ax.set_title(f"{name}{'' if rs[0]['fitted_on'] else ' (not in the fit)'}", fontsize=9)
         ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -1,0 +1,89 @@
+"""tools/validate_simulator.py's comparison (research/simulator_validation.py) on a hand-made worker
+payload: the simulator is run for real on the embedded synthetic windows, no training here."""
+
+import numpy as np
+import pytest
+from helpers import run_tool
+
+from dygnex_jax.config import load_config
+from dygnex_jax.research import simulator_validation as validation
+from dygnex_jax.schedule.cost import CostModel
+
+MODEL = CostModel(
+    np.array([2e-6, 3e-7, 4e-7, 1e-3, 2e-2]), window=10, n_samples=20, source="profile:test", devices=2
+)
+
+
+def config(p):
+    return load_config(validation.REPO / validation.CONFIG, validation.overrides("synthetic", p, 8, []))
+
+
+def payload(p, scale):
+    """A run whose every step took ``scale`` x the simulator's own step time, with its budgets."""
+    cfg = config(p)
+    rows = validation.simulated_epochs(cfg, MODEL, p, [1, 2], "none", cores=2)
+    steps = [
+        {"epoch": e, "seconds": scale * s, "compiled": False, "predicted_seconds": s, "budget": [1, 1, 1, 1]}
+        for e, r in zip((1, 2), rows)
+        for s in r["step_seconds"]
+    ]
+    return {
+        "steps": steps,
+        "epoch_wall_seconds": [1.5 * scale * r["epoch_seconds"] for r in rows],
+        "planned_budgets": rows[0]["budgets"],
+        "cost_model": MODEL.to_dict(),
+        "devices": p,
+        "load": [0.5, 0.7],
+    }
+
+
+@pytest.mark.parametrize("p", [1, 2])
+def test_compare_on_a_run_the_simulator_predicts(p):
+    """Measured = 1.25 x simulated on every step: epoch and step errors are -20 %, the wall error
+    accounts for the wall / steps ratio, and the trainer's budgets are recognised as the simulator's."""
+    data = payload(p, 1.25)
+    r = validation.compare("synthetic", False, f"{p} dev", 1, data, config(p), cores=2)
+    assert r["error_vs_steps"] == pytest.approx(-0.2)
+    assert r["step_error_median"] == pytest.approx(0.2)
+    assert r["error_vs_wall"] == pytest.approx(1 / 1.5 / 1.25 - 1)
+    assert r["same_budgets"] and r["inputs"]["slowdown"] == pytest.approx(1.0)  # profiled at 2 devices
+    assert r["trainer_step_error_median"] == pytest.approx(0.2)  # predicted s vs measured 1.25 s
+    # another device count than the model's: the simulator's slowdown is the ratio of core shares
+    assert validation.compare("synthetic", False, "x", 1, data, config(p), cores=1)["inputs"]["slowdown"] == (
+        pytest.approx(p / 2)
+    )
+    text = validation.markdown([r])
+    assert f"| {p} dev | synthetic | **no** |" in text and "**-20.0%**" in text
+
+
+def test_a_run_whose_every_epoch_compiled_is_one_error():
+    data = payload(1, 1.0)
+    for s in data["steps"]:
+        s["compiled"] = True
+    with pytest.raises(Exception, match="every epoch compiled"):
+        validation.compare("synthetic", True, "1 dev", 1, data, config(1), cores=2)
+
+
+def test_other_budgets_are_flagged():
+    data = payload(2, 1.0)
+    data["planned_budgets"] = [[1, 2, 3, 4]]
+    assert not validation.compare("synthetic", True, "2 dev", 1, data, config(2), cores=2)["same_budgets"]
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--fit", "nope"], "error: unknown dataset(s) nope"),
+        (
+            ["--devices", "1", "--processes", "2"],
+            "error: --processes 2 is timed with the model profiled at 2",
+        ),
+        (["--processes", "1"], "error: --devices must be >= 1 and --processes 0 (none) or >= 2"),
+        (["--fit", ""], "error: --fit needs at least one dataset"),
+    ],
+)
+def test_bad_arguments_are_one_line(tmp_path, args, needle):
+    r = run_tool("validate_simulator.py", *args, "--out", str(tmp_path / "o"))
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [r.stderr.strip()], r.stderr
+    assert r.stderr.startswith(needle), r.stderr
+    assert not (tmp_path / "o").exists()
