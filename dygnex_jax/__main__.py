@@ -163,6 +163,9 @@ def _schedule(args, config) -> None:
         devices=devices,
         processes=1,
         platform=jax.default_backend(),
+        scale=cost_cache.step_scale(
+            ws.costs("train", config.data.neg_mult)[:, 2], config.train.batch_size, devices
+        ),
     )
     if note:
         print(note, file=sys.stderr, flush=True)

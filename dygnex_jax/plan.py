@@ -21,7 +21,7 @@ import time
 import numpy as np
 
 from .config import Config, step_layout
-from .cost_cache import available_cores  # noqa: F401  (re-exported)
+from .cost_cache import available_cores, step_scale  # noqa: F401  (available_cores re-exported)
 from .data import datasets
 from .data.node_windows import task_windows
 from .data.windows import WindowSet
@@ -355,7 +355,12 @@ def plan(
     planned = config.parallel.budgets == "planned"
     if model is None:  # the trainer's choice for these devices in one process on the CPU platform
         model = load_cost_model(
-            config, ws.window, num_features=ws.num_features, layout=layout, devices=devices
+            config,
+            ws.window,
+            num_features=ws.num_features,
+            layout=layout,
+            devices=devices,
+            scale=step_scale(costs[:, 2], config.train.batch_size, devices),
         )
     settings = run_settings(config.schedule, model, ws.window)  # the trainer's weights under the model
     weights = cost_weights(settings)

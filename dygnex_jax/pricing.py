@@ -35,6 +35,9 @@ def resolve(trainer, kept: str | None = None) -> tuple[CostModel, str]:
         devices=trainer.host_devices,
         processes=trainer.host_processes,
         platform=jax.default_backend(),
+        scale=cost_cache.step_scale(
+            trainer.train_costs[:, 2], trainer.config.train.batch_size, trainer.n_devices
+        ),
     )
     digest = hashlib.sha256(json.dumps(model.to_dict(), sort_keys=True).encode()).hexdigest()
     if not parallel.same_on_all_processes(digest):

@@ -23,9 +23,10 @@ def load_cost_model(
     devices: int,
     processes: int = 1,
     platform: str = "cpu",
+    scale: float = 0.0,
 ) -> CostModel:
     """The run's cost model (``cost_cache.resolve``): a file, the analytic default, or with ``auto``
-    this machine's profile of the run's signature."""
+    this machine's profile of the run's signature (fitted around ``scale`` pairs per step)."""
     return cost_cache.resolve(
         config,
         window=window,
@@ -34,6 +35,7 @@ def load_cost_model(
         devices=devices,
         processes=processes,
         platform=platform,
+        scale=scale,
     )[0]
 
 

@@ -189,13 +189,16 @@ def test_a_resume_plans_with_the_model_its_run_started_with(tmp_path, monkeypatc
         processes=1,
         platform="cpu",
     )
-    first, _, _ = cost_cache.record(s, "a", *timed(0, 12, 4, 3000), 4, [1.0], [0.1, 0.1], log=lambda _: None)
+    scale = cost_cache.step_scale(ws.costs("train", config.data.neg_mult)[:, 2], config.train.batch_size, 8)
+    cost_cache.record(s, "a", *timed(0, 12, 4, 3000), 4, [1.0], [0.1, 0.1], log=lambda _: None)
+    first = cost_cache.lookup(s, scale)[0]  # the entry refitted around the run's steps, as the run does
     out = tmp_path / "run"
     r = run_cli("train", "--config", SMOKE_CONFIG, "--out", str(out), "train.epochs=1", fake_devices=8)
     assert r.returncode == 0, r.stderr
     coef = lambda run: json.loads((run / "summary.json").read_text())["cost_model"]["coef"]  # noqa: E731
     assert coef(out) == first.to_dict()["coef"]
-    second, _, _ = cost_cache.record(s, "a", *timed(5, 12, 4, 9000), 4, [1.0], [0.1, 0.1], log=lambda _: None)
+    cost_cache.record(s, "a", *timed(5, 12, 4, 9000), 4, [1.0], [0.1, 0.1], log=lambda _: None)
+    second = cost_cache.lookup(s, scale)[0]
     assert second.to_dict()["coef"] != first.to_dict()["coef"]
     r = run_cli("train", "--resume", str(out), "train.epochs=2", fake_devices=8)
     assert r.returncode == 0, r.stderr
@@ -229,3 +232,39 @@ def test_the_trainer_prices_a_compilation_at_its_models_measurement(tmp_path):
     np.testing.assert_allclose(
         [tr.settings.alpha, tr.settings.beta, tr.settings.gamma], tr.cost_model.weights(4)
     )
+
+
+def test_step_scale_is_a_devices_share_of_the_batch():
+    assert cost_cache.step_scale([100, 300], batch_size=32, devices=8) == 4 * 200
+    assert cost_cache.step_scale([100, 300], batch_size=30, devices=8) == 4 * 200  # ceil(30 / 8)
+    assert cost_cache.step_scale([], batch_size=8, devices=2) == 0.0
+
+
+def test_a_fit_centred_on_the_runs_steps_predicts_them_better(cache):
+    """Small and large steps that follow different linear laws (the per-unit cost falls on larger
+    steps, as measured on 2 CPU cores): the plain pooled fit is set by the large steps' seconds and
+    misses the small ones; centred on a run's step size (``scale``), it predicts that run's steps —
+    both ends — within a few per cent (the plain fit: the large ones only)."""
+    s = sig()
+    r = np.random.default_rng(3)
+    small_coef = np.array([6e-7, 4e-6, 2e-6, 4e-4, 8e-3])
+    big_coef = np.array([2e-7, 1.3e-6, 0.6e-6, 1e-4, 2e-2])
+
+    def steps(lo, hi, coef, n=24):
+        pairs = r.uniform(lo, hi, n)
+        work = np.column_stack([pairs / 8, pairs / 10, pairs]).round()
+        return work, window_features(work, 10) @ coef * np.exp(0.01 * r.standard_normal(n))
+
+    small, big = steps(5e3, 3e4, small_coef), steps(5e5, 1.5e6, big_coef)
+    cost_cache.record(s, "small", *small, 10, [1.0], [0.5, 0.5], log=lambda _: None)
+    cost_cache.record(s, "big", *big, 10, [1.0], [0.5, 0.5], log=lambda _: None)
+
+    def error(model, data):
+        return float(np.median(np.abs(model.predict_costs(data[0], 10) / data[1] - 1)))
+
+    plain = cost_cache.lookup(s)[0]
+    for data in (small, big):
+        centred, note = cost_cache.lookup(s, scale=float(np.median(data[0][:, 2])))
+        assert "fitted around steps of" in note
+        assert error(centred, data) < 0.05 and error(centred, data) <= error(plain, data) + 0.01
+    assert error(plain, small) > 0.15  # what the plain fit did to the small steps

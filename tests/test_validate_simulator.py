@@ -53,7 +53,7 @@ def test_compare_on_a_run_the_simulator_predicts(p):
         pytest.approx(p / 2)
     )
     text = validation.markdown([r])
-    assert f"| {p} dev | synthetic | **no** |" in text and "**-20.0%**" in text
+    assert f"| {p} dev | synthetic | **no** |" in text and "| 2 dev; " in text and "**-20.0%**" in text
 
 
 def test_a_run_whose_every_epoch_compiled_is_one_error():

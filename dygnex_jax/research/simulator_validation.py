@@ -217,8 +217,8 @@ def markdown(rows: list[dict]) -> str:
     lines = [
         "| run | dataset | in the fit | measured epoch s (steps / wall) | simulated s | error vs steps "
         "| step error (median abs) | analytic, before (error) | budgets as trained | link; all-reduce ms "
-        "| load before / after |",
-        "|---|---|---|---:|---:|---:|---:|---:|---|---|---|",
+        "| model profiled at; per-step constant s | load before / after |",
+        "|---|---|---|---:|---:|---:|---:|---:|---|---|---|---|",
     ]
     for r in rows:
         step = r["step_error_median"]
@@ -229,6 +229,7 @@ def markdown(rows: list[dict]) -> str:
             f"{r['analytic_seconds']:.3f} ({_pct(r['analytic_error_vs_steps'])}) | "
             f"{'yes' if r['same_budgets'] else 'no'} ({len(r['budgets']['trained'])}) | "
             f"{r['inputs']['link']}; {1e3 * r['inputs']['allreduce_seconds_per_step']:.2f} | "
+            f"{r['cost_model']['devices']} dev; {r['inputs']['per_step_constant_seconds']:.3f} | "
             f"{r['load'][0]:.1f} / {r['load'][1]:.1f} |"
         )
     errs = [abs(r["error_vs_steps"]) for r in rows]
