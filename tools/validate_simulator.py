@@ -138,7 +138,7 @@ def main(argv=None) -> int:
     args = parse(argv)
     out = Path(args.out)
     start, log = time.perf_counter(), (lambda s: print(s, flush=True))
-    rows, models = [], {}
+    rows = []
     for devices in args.counts:
         work = out / f"p{devices}"
         work.mkdir(parents=True, exist_ok=True)
@@ -148,14 +148,14 @@ def main(argv=None) -> int:
             check.profile(d, args, work, log)
         for d in args.fit_sets + args.check_sets:
             data = train(d, 1, devices, [], args, work, log)
-            models[devices] = work / "cost_model.json"
-            models[devices].write_text(json.dumps(data["cost_model"], indent=2) + "\n")
+            # the run's model (the cache's profile refitted around this dataset's steps at this count)
+            (work / f"cost_model_{d}.json").write_text(json.dumps(data["cost_model"], indent=2) + "\n")
             rows.append(row(d, 1, data, args))
     if args.processes:
-        n = args.processes
-        model = [f"schedule.cost_model={models[n].resolve()}"]
+        n, work = args.processes, out / f"p{args.processes}"
         for d in args.fit_sets + args.check_sets:
-            rows.append(row(d, n, train(d, n, 1, model, args, out / f"p{n}", log), args))
+            model = [f"schedule.cost_model={(work / f'cost_model_{d}.json').resolve()}"]
+            rows.append(row(d, n, train(d, n, 1, model, args, work, log), args))
     payload = {
         "fit": args.fit_sets,
         "check": args.check_sets,
