@@ -87,7 +87,9 @@ def _add_simulate(sub) -> None:
     sim.add_argument("--alpha", type=float, help="override the link latency, seconds per message")
     sim.add_argument("--bandwidth", type=float, help="override the link bandwidth, GB/s")
     sim.add_argument(
-        "--cost-model", help="profiled cost model JSON (default schedule.cost_model, else analytic)"
+        "--cost-model",
+        help="profiled cost model JSON, or a cost-model cache entry (refitted around the simulated "
+        "steps' size); default schedule.cost_model, else analytic",
     )
     sim.add_argument(
         "--windows", type=int, default=0, help="scale up to K windows (default: 8 steps at max P)"
@@ -178,10 +180,21 @@ def _schedule(args, config) -> None:
         plan.plot_loads(result, args.plot)
 
 
+def _simulated_cost_model(path):
+    """``simulate --cost-model``: a model file, or a cost-model cache entry (refitted around the
+    simulated steps by ``simulate.run``); None without the flag."""
+    from . import cost_cache
+    from .schedule.cost import CostModel
+
+    if not path:
+        return None
+    entry = cost_cache.read_entry(path)
+    return entry if entry is not None else CostModel.load(path)
+
+
 def _simulate(args, config) -> None:
     from . import simulate as sim
     from .plan import write_json
-    from .schedule.cost import CostModel
 
     if args.param_bytes < 0:
         raise UserError(f"--param-bytes must be >= 0 (0: the model's own), got {args.param_bytes:g}")
@@ -191,7 +204,7 @@ def _simulate(args, config) -> None:
         sim.parse_devices(args.devices),
         [m.strip() for m in args.methods.split(",") if m.strip()],
         link=link,
-        cost_model=CostModel.load(args.cost_model) if args.cost_model else None,
+        cost_model=_simulated_cost_model(args.cost_model),
         windows=args.windows,
         batch_per_device=args.batch_per_device,
         batch_size=args.batch_size,

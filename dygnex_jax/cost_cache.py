@@ -227,6 +227,30 @@ def record(
     return model, path, transfer
 
 
+def read_entry(path) -> dict | None:
+    """A cost-model cache entry's JSON when ``path`` is one (``format`` = ``FORMAT``), else None; a
+    UserError when it claims to be one and is malformed."""
+    try:
+        head = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if not isinstance(head, dict) or head.get("format") != FORMAT:
+        return None
+    try:
+        return _read(Path(path))
+    except ValueError as e:
+        raise UserError(f"cost-model cache entry {str(path)!r} is malformed ({e}): re-run profile") from None
+
+
+def entry_model(data: dict, scale: float) -> CostModel:
+    """The model of an entry (``read_entry``) refitted around steps of ``scale`` pairs (0: its pooled
+    fit), as a run of that size on the profiled machine would use it."""
+    model = CostModel.from_dict(data["model"])
+    if scale <= 0:
+        return model
+    return fit_pooled(data["datasets"], model.source, model.devices, scale, with_transfer=False)[0]
+
+
 def lookup(sig: dict, scale: float = 0.0) -> tuple[CostModel | None, str]:
     """The cached model of ``sig`` and a line on it (or None and why not); ``scale`` > 0: refitted on the
     entry's steps weighted toward a run whose steps carry that many pairs (``fit_pooled``)."""
@@ -243,7 +267,7 @@ def lookup(sig: dict, scale: float = 0.0) -> tuple[CostModel | None, str]:
         return None, f"the cost-model cache entry {path} is unreadable (its model): re-run profile"
     centred = ""
     if scale > 0:
-        model = fit_pooled(data["datasets"], model.source, model.devices, scale, with_transfer=False)[0]
+        model = entry_model(data, scale)
         centred = f", fitted around steps of {scale:.0f} pairs"
     err = "" if model.mape is None else f", held-out error {100 * model.mape:.0f}%"
     return model, (

@@ -378,19 +378,6 @@ def plan(
     paid = [paid_budget(n, run.budgets, config, ws.window, layout, weights) for n in run.needs[1]]
     padded = np.array([padded_work(p, ws.window, layout) for p in paid])  # [S, 3]
     exact = np.array([padded_work(n, ws.window, layout) for n in run.needs[1]])
-    # every planned epoch packed on the plan: the mean is what a training run's summary reports as
-    # mean_padding_efficiency (the trainer trains these very schedules)
-    per_epoch = []
-    for e, sch in run.schedules.items():
-        pw = np.array(
-            [
-                padded_work(
-                    paid_budget(n, run.budgets, config, ws.window, layout, weights), ws.window, layout
-                )
-                for n in run.needs[e]
-            ]
-        )
-        per_epoch.append(padding_efficiency(step_loads(costs, sch), weights, pw))
     stats = summarize(costs, sched, weights)
     return {
         "method": config.schedule.method,
@@ -406,7 +393,9 @@ def plan(
         "padding_efficiency": stats["padding_efficiency"],
         "packed_padding_efficiency": padding_efficiency(loads, weights, padded),
         "exact_padding_efficiency": padding_efficiency(loads, weights, exact),
-        "mean_packed_padding_efficiency": float(np.mean(per_epoch)),  # over the planned epochs
+        "mean_packed_padding_efficiency": _mean_packed_efficiency(
+            run, costs, config, ws.window, layout, weights
+        ),
         "budget_policy": config.parallel.budgets,
         "budgets": [list(p.as_tuple()) for p in (run.budgets or sorted(set(paid)))],
         "planned_epochs": len(run.schedules),
@@ -417,6 +406,17 @@ def plan(
         "fallback": sched.fallback,
         "step_loads": scalar_loads(loads, weights).tolist(),
     }
+
+
+def _mean_packed_efficiency(run, costs, config: Config, window: int, layout: str, weights) -> float:
+    """Every planned epoch packed on the plan: the mean over epochs is what a training run's summary
+    reports as mean_padding_efficiency (the trainer trains these very schedules)."""
+    per_epoch = []
+    for e, sch in run.schedules.items():
+        paid = [paid_budget(n, run.budgets, config, window, layout, weights) for n in run.needs[e]]
+        pw = np.array([padded_work(p, window, layout) for p in paid])
+        per_epoch.append(padding_efficiency(step_loads(costs, sch), weights, pw))
+    return float(np.mean(per_epoch))
 
 
 def planned_epochs(config: Config) -> list[int]:

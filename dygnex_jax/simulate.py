@@ -61,6 +61,7 @@ import time
 
 import numpy as np
 
+from . import cost_cache
 from . import plan as planning
 from .config import Config, TrainConfig, step_layout
 from .errors import UserError
@@ -267,7 +268,7 @@ def run(
     methods: list[str],
     *,
     link: Link,
-    cost_model: CostModel | None = None,
+    cost_model: CostModel | dict | None = None,
     windows: int = 0,
     batch_per_device: int = 4,
     batch_size: int = 0,
@@ -282,6 +283,9 @@ def run(
 ) -> dict:
     """The ``simulate`` command: load (and scale up) the windows, sweep methods × devices.
 
+    ``cost_model``: a model, or a cost-model cache entry (``cost_cache.read_entry``: its profiles
+    refitted around the simulated steps' size, ceil(B / P) windows of the instance's mean pairs, as a
+    run on the profiled machine refits them), or None (the config's ``schedule.cost_model``).
     ``shapes``: "trained" (the config's ``parallel.budgets``), "buckets" or "exact" (``SHAPES``);
     ``buckets=True`` is the older spelling of ``shapes="buckets"``. ``plan_epochs``: the planned
     budgets' horizon (default: the trainer's, ``trainer_plan_epochs``; 0: the simulated epoch alone).
@@ -292,6 +296,11 @@ def run(
     inst = base
     if windows or len(base.costs) < largest:
         inst = scale_up(base, windows or 8 * max(largest, batch_size), seed=config.train.seed)
+    if isinstance(cost_model, dict):  # a cost-model cache entry: refitted around the simulated steps
+        per_device = -(-batch_size // max(devices)) if batch_size else batch_per_device
+        cost_model = cost_cache.entry_model(
+            cost_model, cost_cache.step_scale(inst.costs[:, 2], per_device, 1)
+        )
     model = dataclasses.replace(_run_cost_model(config, cost_model, inst.window), window=inst.window)
     alpha, beta, gamma = (float(x) for x in model.weights(inst.window))
     sched_cfg = config.schedule

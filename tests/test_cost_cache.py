@@ -268,3 +268,30 @@ def test_a_fit_centred_on_the_runs_steps_predicts_them_better(cache):
         assert "fitted around steps of" in note
         assert error(centred, data) < 0.05 and error(centred, data) <= error(plain, data) + 0.01
     assert error(plain, small) > 0.15  # what the plain fit did to the small steps
+
+
+def test_simulate_refits_a_cache_entry_around_the_simulated_steps(cache, tmp_path):
+    """``simulate --cost-model ENTRY``: a cost-model cache entry is refitted around the simulated
+    steps' size (b windows of the instance's mean pairs), as a run there would refit it; a model file
+    is used as it is; a file that claims to be an entry and is broken is one UserError."""
+    from dygnex_jax import simulate as sim
+    from dygnex_jax.__main__ import _simulated_cost_model
+
+    s = sig()
+    path = cost_cache.record(s, "a", *timed(0, 20, 4, 3000), 4, [1.0], [0.1, 0.1], log=lambda _: None)[1]
+    cost_cache.record(s, "b", *timed(1, 20, 4, 90000), 4, [1.0], [0.1, 0.1], log=lambda _: None)
+    entry = _simulated_cost_model(str(path))
+    assert isinstance(entry, dict) and entry["format"] == cost_cache.FORMAT
+    config = load_config(None, [])
+    got = sim.run(config, [4], ["dygnex_g"], link=sim.LINKS["none"], cost_model=entry, batch_per_device=2)
+    inst = sim.cached_instance(config, None)
+    want = cost_cache.entry_model(entry, cost_cache.step_scale(inst.costs[:, 2], 2, 1))
+    np.testing.assert_allclose(got["cost_model"]["coef"], want.coef)
+    assert got["cost_model"]["coef"] != cost_cache.entry_model(entry, 0).to_dict()["coef"]
+    model_file = tmp_path / "m.json"
+    want.save(model_file)
+    assert isinstance(_simulated_cost_model(str(model_file)), CostModel)
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps({"format": cost_cache.FORMAT, "datasets": {"a": {"rows": [[1, 2]]}}}))
+    with pytest.raises(UserError, match="cache entry .* is malformed"):
+        _simulated_cost_model(str(broken))
