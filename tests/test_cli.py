@@ -150,11 +150,21 @@ def test_profile_fits_and_training_uses_the_model(tmp_path, monkeypatch):
     assert model["devices"] == 2 and model["compile_seconds"] > 0 and len(model["load_average"]) == 2
     entries = list((tmp_path / "cache").glob("*.json"))
     assert len(entries) == 1, "the profile is in this machine's cache"
-    cached = json.loads(entries[0].read_text())["model"]
+    # the run refits the entry's profiles around its own step size (cost_cache.step_scale)
+    from dygnex_jax import cost_cache
+    from dygnex_jax.config import load_config
+    from dygnex_jax.data.datasets import load_dataset
+    from dygnex_jax.data.node_windows import task_windows
+
+    config = load_config(REPO / "configs" / "smoke.yaml", same)
+    ws = task_windows(load_dataset(config.data), config.data)
+    scale = cost_cache.step_scale(ws.costs("train", config.data.neg_mult)[:, 2], 4, 2)
+    cached = cost_cache.entry_model(cost_cache.read_entry(entries[0]), scale).to_dict()
     run = tmp_path / "run"
     result = run_cli("train", "--config", "configs/smoke.yaml", "--out", str(run), "train.epochs=1", *same)
     assert result.returncode == 0, result.stderr
     assert "cost model: profiled on this machine" in result.stderr
+    assert f"fitted around steps of {scale:.0f} pairs" in result.stderr
     summary = json.loads((run / "summary.json").read_text())
     assert summary["cost_model"]["coef"] == cached["coef"] and summary["cost_model"]["devices"] == 2
     assert json.loads((run / "cost_model.json").read_text())["coef"] == cached["coef"]
