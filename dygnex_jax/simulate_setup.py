@@ -142,6 +142,8 @@ class Setup:
                 f"{p.compile_steps:g} steps"
                 if p.compile_steps >= 0
                 else f"{p.compile_seconds:g} s of predicted steps"
+                if p.compile_seconds > 0
+                else "the cost model's measured compile seconds"
             )
             + f", aligned to {p.budget_align}, planned from {when}; "
             f"unforeseen steps: buckets {grid})"
