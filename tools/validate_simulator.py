@@ -11,7 +11,7 @@ The protocol: ``dygnex_jax/research/simulator_validation.py``.
 Writes ``validate_simulator.json``, ``.md`` (the README table) and ``.png`` to --out; every run's
 files stay under ``--out/pP`` (a second call re-uses them: delete the folder to measure again).
 
-    python tools/validate_simulator.py --out runs/validate              # every dataset, 1,2,4,8 + 2 processes
+    python tools/validate_simulator.py --out runs/validate              # every dataset, 1,2,4,8 + 2 processes: ~50 min
     python tools/validate_simulator.py --devices 1 --processes 0 --fit synthetic --check "" --epochs 2
 
 The training runs are this file in ``--worker`` mode (one process, or each of the launcher's).
