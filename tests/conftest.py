@@ -10,16 +10,19 @@ os.environ["XLA_FLAGS"] = (
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # the persistent compilation cache (parallel.compile_cache: auto) of this test session, in a temp folder
 # that subprocesses inherit: tests never write to the user's cache
+_TEMP_FOLDERS = []  # made here, removed when the session ends
 if "DYGNEX_CACHE" not in os.environ:
     import tempfile
 
     os.environ["DYGNEX_CACHE"] = tempfile.mkdtemp(prefix="dygnex-test-cache-")
+    _TEMP_FOLDERS.append(os.environ["DYGNEX_CACHE"])
 # ... and this machine's cost-model cache (schedule.cost_model: auto): an empty one, so that a profile on
 # the developer's machine never changes what a test schedules
 if "DYGNEX_COST_MODELS" not in os.environ:
     import tempfile
 
     os.environ["DYGNEX_COST_MODELS"] = tempfile.mkdtemp(prefix="dygnex-test-cost-models-")
+    _TEMP_FOLDERS.append(os.environ["DYGNEX_COST_MODELS"])
 
 import pytest  # noqa: E402
 
@@ -29,6 +32,14 @@ DATA_ROOT = Path(os.environ.get("DYGNEX_DATA", REPO.parent / "shared" / "dataset
 
 def pytest_configure(config):
     sys.path.insert(0, str(REPO))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Remove the session's temp caches (every run of the suite left two folders in /tmp before)."""
+    import shutil
+
+    for folder in _TEMP_FOLDERS:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture
