@@ -28,10 +28,8 @@ from .. import plan
 from ..errors import UserError
 from ..padding import Budget
 from ..schedule.cost import default_cost_model
-from .simulator_validation import run_checked
-
-REPO = Path(__file__).resolve().parents[2]
-CONFIG = "configs/egcn_o_bitcoin_otc.yaml"  # EvolveGCN-O with Bitcoin-OTC's settings, any dataset
+from .simulator_validation import CONFIG, overrides, run_checked
+from .simulator_validation import worker as worker  # the training worker both tools run (re-exported)
 
 
 def env(devices: int, cache: Path) -> dict:
@@ -43,10 +41,6 @@ def env(devices: int, cache: Path) -> dict:
     }
 
 
-def overrides(dataset: str, devices: int, batch: int, extra: list[str]) -> list[str]:
-    return [f"data.dataset={dataset}", f"parallel.devices={devices}", f"train.batch_size={batch}", *extra]
-
-
 def profile(dataset: str, args, work: Path, log) -> dict:
     """Profile ``dataset`` at ``args.devices`` into the benchmark's cache; its profile.json."""
     out = work / f"profile_{dataset}"
@@ -56,36 +50,6 @@ def profile(dataset: str, args, work: Path, log) -> dict:
         cmd += overrides(dataset, args.devices, args.batch, args.set)
         run_checked(cmd, env(args.devices, work / "cache"), log)
     return json.loads((out / "profile.json").read_text())
-
-
-def worker(result: str, epochs: int, config_overrides: list[str]) -> None:
-    """Train ``epochs`` epochs (no evaluation) and write the steps, the cost model and the loads."""
-    from ..config import load_config
-    from ..train import Trainer
-
-    load = [os.getloadavg()[0]]
-    trainer = Trainer(load_config(REPO / CONFIG, config_overrides))
-    trainer.plan_budgets()
-    trainer.compile_planned(lambda _: None)
-    steps = []
-    for e in range(1, epochs + 1):
-        trainer.train_epoch(e)
-        steps += trainer.last_steps
-    load.append(os.getloadavg()[0])
-    payload = {
-        "steps": [
-            {k: s[k] for k in ("epoch", "seconds", "compiled", "predicted_seconds", "budget")} for s in steps
-        ],
-        "cost_model": trainer.cost_model.to_dict(),
-        "note": trainer.cost_note,
-        "slowdown": trainer.slowdown,
-        "layout": trainer.layout,
-        "window": trainer.windows.window,
-        "devices": trainer.n_devices,
-        "compile_seconds": trainer.compile_seconds,
-        "load": load,
-    }
-    Path(result).write_text(json.dumps(payload) + "\n")
 
 
 def train(dataset: str, args, work: Path, script: str, log) -> dict:

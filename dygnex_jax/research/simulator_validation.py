@@ -73,7 +73,8 @@ def overrides(dataset: str, devices: int, batch: int, extra: list[str]) -> list[
 def worker(result: str, epochs: int, config_overrides: list[str], min_steps: int = 0) -> None:
     """Train epochs 1..``epochs`` — more while fewer than ``min_steps`` steps ran, up to the epochs the
     budgets were planned for — (the planned budgets compiled first, no evaluation) and write, on the
-    main process, every step, the epochs' wall times, the planned budgets, the cost model and the loads."""
+    main process, every step, the epochs' wall times, the planned budgets, the cost model and the loads
+    (the worker of ``tools/validate_simulator.py`` and ``tools/bench_cost_model.py``)."""
     from .. import distributed
     from ..train import Trainer
 
@@ -101,7 +102,9 @@ def worker(result: str, epochs: int, config_overrides: list[str], min_steps: int
         "cost_note": trainer.cost_note,
         "slowdown": trainer.slowdown,
         "layout": trainer.layout,
+        "window": trainer.windows.window,
         "devices": trainer.n_devices,
+        "compile_seconds": trainer.compile_seconds,
         "load": load,
     }
     Path(result).write_text(json.dumps(payload) + "\n")
@@ -111,11 +114,12 @@ def worker(result: str, epochs: int, config_overrides: list[str], min_steps: int
 
 
 def simulated_epochs(
-    config, model: CostModel, p: int, epochs: list[int], link: str, cores: int
+    config, model: CostModel, p: int, epochs: list[int], link: str, cores: int, inst=None
 ) -> list[dict]:
     """``simulate.simulate`` of each epoch of ``epochs`` under ``config`` with ``model`` (its weights
-    schedule, as in the trainer's run; its seconds time the steps): the result rows."""
-    inst = sim.instance_from_config(config)
+    schedule, as in the trainer's run; its seconds time the steps): the result rows. ``inst``: the
+    config's training windows (``simulate.instance_from_config``) when the caller has them."""
+    inst = inst if inst is not None else sim.instance_from_config(config)
     model = dataclasses.replace(model, window=inst.window)
     features = config.data.max_degree if config.data.features == "degree" else 1
     rows = []
@@ -149,8 +153,9 @@ def compare(dataset: str, fitted: bool, label: str, procs: int, data: dict, conf
         raise UserError(f"{dataset} {label}: every epoch compiled a step; train more epochs")
     link = "loopback" if procs > 1 else "none"
     model = CostModel.from_dict(data["cost_model"])
-    got = simulated_epochs(config, model, p, clean, link, cores)
-    before = simulated_epochs(config, default_cost_model(model.window), p, clean, link, cores)
+    inst = sim.instance_from_config(config)  # the dataset is loaded once for both simulations
+    got = simulated_epochs(config, model, p, clean, link, cores, inst)
+    before = simulated_epochs(config, default_cost_model(model.window), p, clean, link, cores, inst)
     measured = [[s["seconds"] for s in steps if s["epoch"] == e] for e in clean]
     step_errors = [
         s / m - 1
