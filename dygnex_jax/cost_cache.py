@@ -92,6 +92,12 @@ def _read(path: Path) -> dict | None:
         data = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ValueError(f"{type(e).__name__}") from None
+    _check_entry(data)
+    return data
+
+
+def _check_entry(data) -> None:
+    """ValueError unless ``data`` (parsed JSON) is a well-formed entry."""
     if (
         not isinstance(data, dict)
         or data.get("format") != FORMAT
@@ -99,15 +105,13 @@ def _read(path: Path) -> dict | None:
     ):
         raise ValueError("not a cost-model cache entry")
     for d in data["datasets"].values():
-        rows, secs = np.asarray(d.get("rows"), float), np.asarray(d.get("seconds"), float)
-        if (
-            rows.ndim != 2
-            or rows.shape[1:] != (3,)
-            or rows.shape[0] != secs.shape[0]
-            or int(d.get("window", 0)) < 1
-        ):
+        try:
+            rows, secs = np.asarray(d.get("rows"), float), np.asarray(d.get("seconds"), float)
+            window = int(d.get("window", 0))
+        except (AttributeError, TypeError, ValueError):
+            raise ValueError("a dataset's rows are malformed") from None
+        if rows.ndim != 2 or rows.shape[1:] != (3,) or secs.shape != rows.shape[:1] or window < 1:
             raise ValueError("a dataset's rows are malformed")
-    return data
 
 
 # a run's pooled fit weighs each profiled step by its relative error, times a log-normal kernel around
@@ -144,9 +148,9 @@ def fit_pooled(
     secs = {n: np.asarray(datasets[n]["seconds"], float) for n in names}
     x = np.concatenate([feats[n] for n in names])
     y = np.concatenate([secs[n] for n in names])
+    rows = np.concatenate([np.asarray(datasets[n]["rows"], float) for n in names])
     window = int(datasets[names[0]]["window"])
     if scale > 0:
-        rows = np.concatenate([np.asarray(datasets[n]["rows"], float) for n in names])
         w = scale_weights(rows, y, scale)
         model = fit(x * w[:, None], y * w, window=window, source=source)
     else:
@@ -166,10 +170,7 @@ def fit_pooled(
         compile_seconds=float(statistics.median(compiles)) if compiles else None,
         load_average=[max(lo[0] for lo in loads), max(lo[-1] for lo in loads)] if loads else None,
         datasets=names,
-        profiled_max=[
-            float(v)
-            for v in np.concatenate([np.asarray(datasets[n]["rows"], float) for n in names]).max(axis=0)
-        ],
+        profiled_max=[float(v) for v in rows.max(axis=0)],
     )
     return model, transfer
 
@@ -231,13 +232,14 @@ def read_entry(path) -> dict | None:
     """A cost-model cache entry's JSON when ``path`` is one (``format`` = ``FORMAT``), else None; a
     UserError when it claims to be one and is malformed."""
     try:
-        head = json.loads(Path(path).read_text())
+        data = json.loads(Path(path).read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
-    if not isinstance(head, dict) or head.get("format") != FORMAT:
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
         return None
     try:
-        return _read(Path(path))
+        _check_entry(data)
+        return data
     except ValueError as e:
         raise UserError(f"cost-model cache entry {str(path)!r} is malformed ({e}): re-run profile") from None
 

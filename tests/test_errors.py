@@ -292,6 +292,10 @@ CASES = {
         ["simulate", "--config", SMOKE, "--param-bytes", "-5"],
         "--param-bytes must be >= 0",
     ),
+    "simulate-bad-cost-entry": (
+        ["simulate", "--config", SMOKE, "--cost-model", "{bad_entry}"],
+        "is malformed (a dataset's rows are malformed): re-run profile",
+    ),
     "report-missing-run": (["report", "{nowhere}"], "does not exist"),
     "report-not-a-run": (["report", "{empty_dir}"], "is not a training run"),
 }
@@ -396,6 +400,10 @@ def inputs(tmp_path):
         "good": write("good.txt", GOOD),
         "self_loops": write("loops.txt", "".join(f"{i} {i} {i}\n" for i in range(20))),
         "bad_yaml": write("bad.yaml", "train: [unclosed\n"),
+        # a cost-model cache entry whose dataset has rows but no seconds
+        "bad_entry": write(
+            "bad_entry.json", '{"format": "dygnex_cost_profiles", "datasets": {"a": {"rows": [[1, 2, 3]]}}}\n'
+        ),
         "dup_yaml": write("dup.yaml", "train:\n  epochs: 2\n  epochs: 3\n"),
         "latin1_yaml": str(d / "latin1.yaml"),
         "missing_solver": next((s for s in ("GLPK_MI", "CBC", "SCIP", "GUROBI") if s not in installed), ""),
