@@ -19,7 +19,7 @@ interconnect (``Link``: latency alpha, bandwidth). Every figure is a model; its 
   ``buckets`` that grid whatever the config says; ``exact`` the need itself ("exact (no padding to
   budgets)", a bound no run reaches) — as ``padding.padded_work`` (``scan``: W x the edge budget)
   times the device slowdown (``Setup.device_slowdown``: 1 on devices of their own; with fake CPU
-  devices sharing ``--host-cores``, P / cores for the analytic model and the ratio to the profiled
+  devices sharing ``host_cores`` (``run``'s argument), P / cores for the analytic model and the ratio to the profiled
   device count for a profiled one). Then one gradient all-reduce per step: a ring,
   ``2 (P-1) alpha + 2 (P-1)/P · bytes / bandwidth`` with the model's parameter bytes.
   No overlap of communication with compute; host-side packing and data loading are not modelled;
@@ -297,10 +297,9 @@ def run(
     if windows or len(base.costs) < largest:
         inst = scale_up(base, windows or 8 * max(largest, batch_size), seed=config.train.seed)
     if isinstance(cost_model, dict):  # a cost-model cache entry: refitted around the simulated steps
-        per_device = -(-batch_size // max(devices)) if batch_size else batch_per_device
-        cost_model = cost_cache.entry_model(
-            cost_model, cost_cache.step_scale(inst.costs[:, 2], per_device, 1)
-        )
+        p = max(devices)
+        scale = cost_cache.step_scale(inst.costs[:, 2], batch_size or batch_per_device * p, p)
+        cost_model = cost_cache.entry_model(cost_model, scale)
     model = dataclasses.replace(_run_cost_model(config, cost_model, inst.window), window=inst.window)
     alpha, beta, gamma = (float(x) for x in model.weights(inst.window))
     sched_cfg = config.schedule
