@@ -41,6 +41,8 @@ FLAT_LAYOUT_MODELS = frozenset({"egcn_o", "tgcn", "gcn_gru", "mpnn_lstm"})
 # steps can carry the last offset's edges alone (layout "last"; the same output, tested).
 LAST_OFFSET_MODELS = frozenset({"egcn_o"})
 LAYOUT_CHOICES = ("auto", "scan", "flat", "last")
+# Models whose GCN layers take model.activation (the others have their cells' fixed nonlinearities).
+ACTIVATION_MODELS = frozenset({"egcn_o", "egcn_h", "gcn_gru"})
 # Methods that pack whole windows per device (the others have their own partitioned layouts): the
 # strategies' table (strategies/__init__.py, data without JAX) says which.
 WINDOW_METHODS = _WINDOW_METHODS
@@ -117,11 +119,17 @@ class DataConfig:
     # before are then no candidates at all); "auto" = new on a cumulative series, else all.
     targets: str = key("auto", choices=("auto", "all", "new"))
     symmetric: bool = True  # store every edge in both directions
+    # The weight of a history edge in the GCN's normalised adjacency: "none" (1 each) or "count": the
+    # source rows behind the pair in its snapshot (both directions under `symmetric`) — EvolveGCN's
+    # weighted adjacency (messages, ratings between two nodes); sources without repeated rows give 1.
+    edge_weight: str = key("none", choices=("none", "count"))
     self_loops: bool = False  # keep u->u rows of the source (the GCN adds its own self-loops)
     # Node features: "degree" (EvolveGCN's one-hot of the snapshot degree, capped) or "constant";
     # node_reg: "given" = the features the data carries (pygt_json), then `lags` target values.
     features: str = key("degree", choices=("degree", "constant", "given"))
-    max_degree: int = key(64, "[1, inf)")  # degrees >= this share the last one-hot slot
+    # Degrees >= this share the last one-hot slot; 0 = uncapped as EvolveGCN: one slot per degree up to
+    # the largest in-degree of any snapshot (that + 1 input features).
+    max_degree: int = key(64, "[1, inf)", also={0: "uncapped"})
     # W: history snapshots per window; the target is the next one (edge_cls: the last).
     window: int = key(10, "[1, inf)")
     # node_reg: a snapshot's node input is its last `lags` signal values (PyG-T's examples: window 1,
@@ -132,9 +140,12 @@ class DataConfig:
     train_frac: float = key(0.7, "(0, 1)")
     val_frac: float = key(0.1, "[0, 1)")  # validation share (0 = none); train_frac + val_frac < 1
     neg_mult: int = key(10, "[0, inf)")  # training negatives per positive target edge, resampled every epoch
-    # Training negatives: "uniform" over all nodes, or "active" (EvolveGCN's "smart" sampling: only
-    # nodes with an edge in the window's history; see data/windows.py).
-    neg_sampling: str = key("uniform", choices=("uniform", "active"))
+    # Training negatives: "uniform" over all nodes, "active" (both ends among the nodes with an edge in
+    # the window's history), or "evolvegcn" (IBM's smart_neg_sampling: the source drawn from the target
+    # edges' sources, as often as each is one, the destination from the history snapshots' nodes, as
+    # often as each has an edge in one); see
+    # data/windows.py.
+    neg_sampling: str = key("uniform", choices=("uniform", "active", "evolvegcn"))
     # Synthetic dynamic SBM (dataset "synthetic").
     syn_nodes: int = key(600, "[2, inf)")  # nodes, at least 2 per community
     syn_snapshots: int = key(48, "[2, inf)")  # snapshots generated
@@ -161,6 +172,10 @@ class ModelConfig:
     # egcn_o's weight GRU: "rows" (PyG-Temporal: torch.nn.GRU over the weight matrix's rows) or
     # "matrix" (IBM's EvolveGCN code: left-multiplied matrix GRU).
     egcn_gru: str = key("rows", choices=("rows", "matrix"))
+    # Activation after every GCN layer of egcn_o, egcn_h and gcn_gru: "relu", or "rrelu_mean" — RReLU
+    # (IBM's EvolveGCN code) at its expected slope, a leaky ReLU of slope (1/8 + 1/3) / 2 = 11/48, which
+    # is torch.nn.RReLU in evaluation mode; its random per-element slopes in training are not drawn here.
+    activation: str = key("relu", choices=("relu", "rrelu_mean"))
     head_hidden: int = key(128, "[1, inf)")  # link-prediction MLP hidden width (EvolveGCN: 400)
     # Rematerialisation of the time scan (models/layers.py ``time_scan``): "none" keeps every offset's
     # activations for the backward pass; "scan" keeps only the recurrent carry per offset and recomputes
@@ -190,6 +205,10 @@ class TrainConfig:
     # A step with a non-finite loss, gradient or update: "stop" the run (naming the step, its windows
     # and the last good checkpoint), or "skip" it (parameters unchanged; counted per epoch).
     on_nonfinite: str = key("stop", choices=("stop", "skip"))
+    # Early stopping (EvolveGCN's early_stop_patience): end the run once this many evaluations in a row
+    # have not improved the validation metric (the task's first: MAP, F1, MSE) on its best so far; the
+    # run's result is the best-validation epoch (summary.json "best"). 0 = train every epoch.
+    patience: int = key(0, "[0, inf)")
 
 
 @dataclasses.dataclass
@@ -249,6 +268,11 @@ class ParallelConfig:
     # operators do not read the recurrent state); "last" = the last offset's edges alone (EvolveGCN-O,
     # whose output reads no other); "auto" = the cheapest the model allows.
     layout: str = key("auto", choices=LAYOUT_CHOICES)
+    # planned: the budgets are fitted to the schedules of epochs 1..N (0 = every epoch of the run). Long
+    # runs that may stop early (train.patience) need not schedule hundreds of epochs before the first:
+    # later epochs are scheduled when due and a step that no planned budget holds runs on its bucket
+    # (counted in summary.json "overflow_steps").
+    plan_epochs: int = key(0, "[0, inf)")
     max_budgets: int = key(4, "[1, 64]")  # planned: at most this many training budgets (compilations) per run
     # JAX's persistent compilation cache: "auto" (a per-user folder: $DYGNEX_CACHE, else
     # $XDG_CACHE_HOME/dygnex_jax/xla, else ~/.cache/dygnex_jax/xla), "off", or a folder. A second run
@@ -299,6 +323,13 @@ class EvalConfig:
     batch_size: int = key(8, "[1, inf)")  # windows per evaluation step
     seed: int = key(12345, SEED)  # sampled candidates are fixed for a run
     every: int = key(1, "[1, inf)")  # evaluate val (and test) every N epochs and after the last
+    # The first epoch that is evaluated (EvolveGCN: eval_after_epochs 5 of its 0-based epochs = our 7);
+    # epochs before it are not evaluated even when `every` divides them (the last one always is).
+    start: int = key(1, "[1, inf)")
+    # When the test split is evaluated: "always" (with val), or "at_best": only at an evaluation whose val
+    # metric is the best so far (EvolveGCN's protocol: its reported test figure is the best-val epoch's,
+    # and the other test evaluations are skipped, which saves their time).
+    test: str = key("always", choices=("always", "at_best"))
 
 
 # keys that moved: an old name is refused with its new one (a config never trains on a guessed meaning)
@@ -375,6 +406,21 @@ def validate(config: Config) -> None:
             "use psg, dygnex_g or dygnex_l for it",
         ),
         (
+            d.edge_weight == "none" or not d.cumulative,
+            "data.edge_weight=count counts a pair's rows in one snapshot, which a cumulative series "
+            "(data.cumulative=true) does not have: use data.edge_weight=none",
+        ),
+        (
+            d.edge_weight == "none" or not partitioned,
+            f"data.edge_weight=count runs under psg, dygnex_g and dygnex_l, not schedule.method={s.method} "
+            "(its partitioned step packs unit edges): use data.edge_weight=none",
+        ),
+        (
+            d.edge_weight == "none" or d.task != "node_reg",
+            "data.edge_weight=count applies to data.task link and edge_cls (node_reg reads the "
+            "weights its data gives): use data.edge_weight=none",
+        ),
+        (
             d.features != "given" or d.task == "node_reg",
             f"data.features=given applies to data.task=node_reg, not {d.task!r}: use degree or constant",
         ),
@@ -382,6 +428,11 @@ def validate(config: Config) -> None:
             not partitioned or m.name in PARTITIONED_MODELS,
             f"schedule.method={s.method} runs model.name {' or '.join(PARTITIONED_MODELS)} (a pipelined "
             f"recurrence and a node-range communicator), not {m.name!r}: use psg, dygnex_g or dygnex_l for it",
+        ),
+        (
+            m.activation == "relu" or m.name in ACTIVATION_MODELS,
+            f"model.activation={m.activation} applies to model.name {', '.join(sorted(ACTIVATION_MODELS))} "
+            f"(EvolveGCN's GCN layers), not {m.name!r}: use model.activation=relu",
         ),
         (
             p.layout not in ("flat", "last")

@@ -420,9 +420,12 @@ def _mean_packed_efficiency(run, costs, config: Config, window: int, layout: str
 
 
 def planned_epochs(config: Config) -> list[int]:
-    """The epochs whose schedules a run can know before epoch 1: all of them, or with
-    ``schedule.reschedule_every`` k epochs 1..k (later ones depend on measured step times)."""
+    """The epochs whose schedules a run plans before epoch 1: all of them, or with
+    ``schedule.reschedule_every`` k epochs 1..k (later ones depend on measured step times), or with
+    ``parallel.plan_epochs`` n at most epochs 1..n (a long run that may stop early)."""
     last = config.train.epochs
     if config.schedule.reschedule_every:
         last = min(last, config.schedule.reschedule_every)
+    if config.parallel.plan_epochs:
+        last = min(last, config.parallel.plan_epochs)
     return list(range(1, last + 1))

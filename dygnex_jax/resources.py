@@ -162,7 +162,7 @@ def _check_planning(ws, config) -> None:
         raise UserError(
             f"parallel.budgets=planned schedules every planned step before epoch 1: {epochs:,} epochs x "
             f"{steps // epochs:,} steps = {steps:,}, more than the {MAX_PLANNED_STEPS:,} it plans ahead: use "
-            "parallel.budgets=buckets, schedule.reschedule_every=N (plans N epochs ahead) or fewer train.epochs"
+            "parallel.plan_epochs=N (plans N epochs ahead), parallel.budgets=buckets or fewer train.epochs"
         )
 
 

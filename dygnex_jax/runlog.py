@@ -159,12 +159,49 @@ def epoch_line(row: dict, epochs: int, task: str) -> str:
     )
 
 
+def _evaluated(task: str, history: list[dict]) -> tuple[str, list[dict], int | None]:
+    """(val key of the task's selection metric, the rows that evaluated it (not NaN), the index among
+    those of the best — the first of equals, as EvolveGCN keeps a best until a strictly better one)."""
+    name, better = selection_metric(task)
+    key = f"val_{name}"
+    rows = [r for r in history if key in r and not math.isnan(r[key])]
+    if not rows:
+        return key, rows, None
+    target = better(r[key] for r in rows)
+    return key, rows, next(i for i, r in enumerate(rows) if r[key] == target)
+
+
+def is_new_best(task: str, history: list[dict], value: float) -> bool:
+    """Whether a val metric ``value`` beats every one in ``history`` (strictly; the first one does)."""
+    key, rows, best = _evaluated(task, history)
+    if math.isnan(value):
+        return False
+    if best is None:
+        return True
+    _, better = selection_metric(task)
+    old = rows[best][key]
+    return value != old and better(value, old) == value
+
+
+def early_stop_note(config: Config, history: list[dict]) -> str | None:
+    """With ``train.patience`` k > 0: the line that ends the run once more than k evaluations in a row
+    have not improved the best validation metric (EvolveGCN's early stopping); else None."""
+    patience = config.train.patience
+    key, rows, best = _evaluated(config.data.task, history)
+    if not patience or best is None or len(rows) - 1 - best <= patience:
+        return None
+    top = rows[best]
+    return (
+        f"early stop after epoch {history[-1]['epoch']}: {key} has not improved for "
+        f"{len(rows) - 1 - best} evaluations (train.patience={patience}); best {top[key]:.4f} at epoch "
+        f"{top['epoch']}"
+    )
+
+
 def summarize_run(config: Config, trainer, history: list[dict]) -> dict:
     names = TASK_METRICS[config.data.task][0]
-    name, better = selection_metric(config.data.task)
-    key = f"val_{name}"
-    evaluated = [r for r in history if key in r and not math.isnan(r[key])]
-    best = better(evaluated, key=lambda r: r[key]) if evaluated else history[-1]
+    key, evaluated, at = _evaluated(config.data.task, history)
+    best = evaluated[at] if at is not None else history[-1]
     timed = [r["epoch_seconds"] for r in history[1:]] or [history[0]["epoch_seconds"]]
     pick = ("loss", *(f"{s}_{k}" for s in ("val", "test") for k in names))
     return {
@@ -177,6 +214,8 @@ def summarize_run(config: Config, trainer, history: list[dict]) -> dict:
         "windows": {s: int(len(v)) for s, v in trainer.windows.splits.items()},
         "eval_candidates": trainer.candidate_mode,
         "epochs": len(history),
+        # train.patience: the line that ended the run before train.epochs (None: it ran them all)
+        "early_stop": early_stop_note(config, history),
         "final": {k: history[-1].get(k) for k in pick},
         "best": {"epoch": best["epoch"], **{k: best.get(k) for k in pick}},
         "median_epoch_seconds": statistics.median(timed),

@@ -305,7 +305,7 @@ def run(
     sched_cfg = config.schedule
     if alpha + beta + gamma > 0:  # the scheduler balances seconds, as the trainer does with a cost model
         sched_cfg = dataclasses.replace(sched_cfg, alpha=alpha, beta=beta, gamma=gamma)
-    features = config.data.max_degree if config.data.features == "degree" else 1
+    features = inst.features(config)
     pbytes = param_bytes or 4.0 * param_count(config.model, features)
     setup = Setup(
         model=model,

@@ -23,11 +23,27 @@ class Instance:
       name: where they come from.
       costs: [K, 3] (nodes, edges summed over the window, training pairs).
       profile: [K, W] edges at every time offset.
+      num_features: the model's input features (data.max_degree, or the uncapped degree width); 0 when
+        unknown (an instance saved before it was recorded).
     """
 
     name: str
     costs: np.ndarray
     profile: np.ndarray
+    num_features: int = 0
+
+    def features(self, config: Config) -> int:
+        """The model's input width for this instance under ``config``."""
+        if self.num_features:
+            return self.num_features
+        if config.data.features != "degree":
+            return 1
+        if config.data.max_degree == 0:
+            raise UserError(
+                f"the instance {self.name!r} does not record its uncapped degree width "
+                "(data.max_degree=0): delete the --instance file to rebuild it, or set data.max_degree"
+            )
+        return config.data.max_degree
 
     @property
     def window(self) -> int:
@@ -72,7 +88,7 @@ def instance_from_config(config: Config) -> Instance:
 
     ws = task_windows(datasets.load_dataset(config.data), config.data)
     costs = ws.costs("train", config.data.neg_mult)
-    return Instance(ws.graph.name, costs, ws.edge_profile("train"))
+    return Instance(ws.graph.name, costs, ws.edge_profile("train"), ws.num_features)
 
 
 def cached_instance(config: Config, path: str | Path | None) -> Instance:
@@ -81,7 +97,8 @@ def cached_instance(config: Config, path: str | Path | None) -> Instance:
     if path and Path(path).is_file():
         try:
             with np.load(path, allow_pickle=False) as z:
-                return Instance(str(z["name"]), z["costs"], z["profile"])
+                features = int(z["num_features"]) if "num_features" in z.files else 0
+                return Instance(str(z["name"]), z["costs"], z["profile"], features)
         except (OSError, KeyError, ValueError) as e:
             raise UserError(
                 f"--instance {str(path)!r} is not a saved instance ({type(e).__name__}): delete it"
@@ -89,7 +106,7 @@ def cached_instance(config: Config, path: str | Path | None) -> Instance:
     inst = instance_from_config(config)
     if path:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        np.savez(path, name=inst.name, costs=inst.costs, profile=inst.profile)
+        np.savez(path, name=inst.name, costs=inst.costs, profile=inst.profile, num_features=inst.num_features)
     return inst
 
 

@@ -26,8 +26,10 @@ from .runlog import (
     Progress,
     claim_out_dir,
     default_out_dir,
+    early_stop_note,
     epoch_line,
     header_line,
+    is_new_best,
     prepare_out_dir,
     summarize_run,
 )
@@ -112,18 +114,24 @@ def _train(config: Config, out: Path, resume: bool, progress: Progress, lock: ru
     metrics_file = (out / "metrics.jsonl").open("a") if main else open(os.devnull, "w")
     steps_file = (out / "steps.jsonl").open("a") if main else open(os.devnull, "w")
     with metrics_file, steps_file:
-        for epoch in range(first, config.train.epochs + 1):
+        stop = early_stop_note(config, history)  # a resumed run that had stopped early stays stopped
+        for epoch in range(first, config.train.epochs + 1) if stop is None else ():
             runlock.pause_point("epoch", epoch)  # a test hook, inert by default
-            row = _run_epoch(trainer, epoch, out, progress)
+            row = _run_epoch(trainer, epoch, out, progress, history)
             history.append(row)
+            stop = early_stop_note(config, history)
             metrics_file.write(json.dumps(row) + "\n")
             metrics_file.flush()
             steps_file.write("".join(json.dumps(r) + "\n" for r in trainer.last_steps))
             steps_file.flush()
             progress.line(epoch_line(row, config.train.epochs, trainer.task))
-            if main and checkpoint.is_due(epoch, config.train):  # replicated state: process 0 writes it
+            if main and (checkpoint.is_due(epoch, config.train) or stop):  # replicated: process 0 writes
                 path = checkpoint.save(trainer, out, epoch, history, config.train.keep_checkpoints)
                 progress.line(f"checkpoint {path}")
+            if stop:
+                break
+        if stop:
+            progress.line(stop)
     summary = summarize_run(config, trainer, history)
     if main:
         (out / "summary.json").write_text(json.dumps(summary, indent=2))
@@ -143,8 +151,12 @@ def _start(trainer: Trainer, out: Path, resume: bool, progress: Progress, lock) 
         first = ckpt.epoch + 1 if ckpt is not None else 1
         if lock.active:
             checkpoint.rewind_logs(out, history, config)
+        stopped = early_stop_note(config, history) is not None
+        todo = (
+            "nothing to run: it stopped early" if stopped else f"epochs {first}..{config.train.epochs} to run"
+        )
         progress.line(
-            f"resuming {out} from {ckpt.path.name}: epochs {first}..{config.train.epochs} to run"
+            f"resuming {out} from {ckpt.path.name}: {todo}"
             if ckpt is not None
             else f"restarting {out} from epoch 1: it holds no checkpoint (interrupted before its first)"
         )
@@ -173,8 +185,10 @@ def _continue_with(out: Path) -> str:
     return f"continue with `python -m dygnex_jax train --resume {out}` ({where})"
 
 
-def _run_epoch(trainer: Trainer, epoch: int, out: Path, progress: Progress) -> dict:
-    """Train one epoch, re-fit the cost model when due, evaluate when due -> the epoch's metrics row."""
+def _run_epoch(trainer: Trainer, epoch: int, out: Path, progress: Progress, history: list[dict]) -> dict:
+    """Train one epoch, re-fit the cost model when due, evaluate when due -> the epoch's metrics row.
+    Evaluation is due every ``eval.every`` epochs from ``eval.start`` on, and after the last epoch; with
+    ``eval.test: at_best`` the test split only where the val metric beats every earlier one."""
     config, epochs = trainer.config, trainer.config.train.epochs
     try:
         row = {"epoch": epoch, **trainer.train_epoch(epoch, progress.bar(epoch, epochs))}
@@ -196,11 +210,17 @@ def _run_epoch(trainer: Trainer, epoch: int, out: Path, progress: Progress) -> d
                 f"re-fitted the cost model on {model.n_samples} measured steps (held-out error "
                 f"{100 * model.mape:.1f}%); re-scheduling with its weights"
             )
-    if epoch % config.eval.every == 0 or epoch == epochs:
+    e = config.eval
+    if (epoch >= e.start and epoch % e.every == 0) or epoch == epochs:
         start = time.perf_counter()
+        names = get_task(trainer.task).metrics
         for split in ("val", "test"):
-            if len(trainer.windows.splits[split]):
-                m = trainer.evaluate(split)
-                row.update({f"{split}_{k}": m[k] for k in get_task(trainer.task).metrics})
+            if not len(trainer.windows.splits[split]):
+                continue
+            if split == "test" and e.test == "at_best" and f"val_{names[0]}" in row:
+                if not is_new_best(trainer.task, history, row[f"val_{names[0]}"]):
+                    continue
+            m = trainer.evaluate(split)
+            row.update({f"{split}_{k}": m[k] for k in names})
         row["eval_seconds"] = time.perf_counter() - start
     return row | memstats.peak_memory()  # this process's peaks so far (host RSS, device bytes or None)

@@ -229,6 +229,29 @@ CASES = {
         ["train", "--config", SMOKE, "model.name=gcrn_gru", "parallel.layout=flat"],
         "does not fit model.name 'gcrn_gru'",
     ),
+    "activation-model": (
+        ["train", "--config", SMOKE, "model.name=tgcn", "model.activation=rrelu_mean"],
+        "applies to model.name egcn_h, egcn_o, gcn_gru",
+    ),
+    "edge-weight-cumulative": (
+        ["train", "--config", SMOKE, "data.edge_weight=count", "data.cumulative=true"],
+        "which a cumulative series (data.cumulative=true) does not have",
+    ),
+    "edge-weight-partitioned": (
+        [
+            "train",
+            "--config",
+            SMOKE,
+            "data.edge_weight=count",
+            "schedule.method=vertex",
+            "model.name=gcrn_gru",
+        ],
+        "its partitioned step packs unit edges",
+    ),
+    "edge-weight-node-reg": (
+        ["train", "data.edge_weight=count", "data.task=node_reg", "data.dataset=chickenpox_hungary"],
+        "applies to data.task link and edge_cls",
+    ),
     "usage": (["fly"], "invalid choice"),
     # bad environment, run directories
     "coordinator-unreachable": (

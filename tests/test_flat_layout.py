@@ -19,6 +19,9 @@ FLAT_CASES = [
     (name, extra)
     for name in sorted(FLAT_LAYOUT_MODELS)
     for extra in ((["model.egcn_gru=rows"], ["model.egcn_gru=matrix"]) if name == "egcn_o" else ([],))
+] + [  # EvolveGCN's activation (model.activation=rrelu_mean) in the models that take it
+    ("egcn_o", ["model.egcn_gru=matrix", "model.activation=rrelu_mean"]),
+    ("gcn_gru", ["model.activation=rrelu_mean"]),
 ]
 CASE_IDS = [name + "".join("-" + e.split("=")[1] for e in extra) for name, extra in FLAT_CASES]
 
@@ -178,8 +181,10 @@ def test_model_layout_of_every_model():
     assert str(layout_err.value) == str(create_err.value)
 
 
-@pytest.mark.parametrize("name", ["egcn_o", "tgcn"])
-def test_the_packer_layouts_give_the_scan_outputs(name):
+@pytest.mark.parametrize(
+    "name,extra", [("egcn_o", []), ("egcn_o", ["model.activation=rrelu_mean"]), ("tgcn", [])]
+)
+def test_the_packer_layouts_give_the_scan_outputs(name, extra):
     """graphs.pack_device itself in every layout the model allows (flat; last for egcn_o, whose output
     reads the last offset's graph alone): the same logits and gradients as the scan batch, and the
     budget each layout needs (padding.py) holds exactly what it packs."""
@@ -187,7 +192,7 @@ def test_the_packer_layouts_give_the_scan_outputs(name):
     from dygnex_jax.graphs import exact_need, real_work
     from dygnex_jax.padding import padded_work
 
-    tr = trainer(name, 1)
+    tr = trainer(name, 1, extra=extra)
     work = tr.device_work(tr.windows.splits["train"][:3], "train", epoch=1)
     w_len = tr.windows.window
     per_tau = work.real_edges_per_tau()

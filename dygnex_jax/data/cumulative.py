@@ -71,7 +71,10 @@ def accumulate(graph: DynamicGraph) -> DynamicGraph:
     if graph.weights is not None:
         weights, votes = _running_weights(graph, order, ends)
     info = {**graph.info, "cumulative": True, "distinct_pairs": int(len(order))}
-    return dataclasses.replace(graph, snapshots=snaps, weights=weights, votes=votes, info=info)
+    # a cumulative snapshot's pairs have no row count of their own (data.edge_weight=count refuses it)
+    return dataclasses.replace(
+        graph, snapshots=snaps, weights=weights, votes=votes, multiplicity=None, info=info
+    )
 
 
 def _running_weights(graph: DynamicGraph, order: np.ndarray, ends: list[int]) -> tuple[list, list]:

@@ -29,6 +29,9 @@ class DynamicGraph:
         with a positive value minus those with a value <= 0 (under ``symmetric``, rows in either
         direction count for both). EvolveGCN's edge-classification label of a pair is ``votes > 0``
         (a majority of positive ratings; a tie is negative). Set when the source has a weight column.
+      multiplicity: None, or T int32 arrays [E_t] aligned with ``snapshots``: the source rows behind
+        each pair in the snapshot (under ``symmetric``, the rows of both directions): EvolveGCN's edge
+        weight (messages, ratings between the pair), read with ``data.edge_weight: count``. None: 1 each.
     """
 
     name: str
@@ -41,6 +44,7 @@ class DynamicGraph:
     signal: np.ndarray | None = None
     features: np.ndarray | None = None
     votes: list[np.ndarray] | None = None
+    multiplicity: list[np.ndarray] | None = None
 
     @property
     def num_snapshots(self) -> int:
@@ -57,6 +61,7 @@ class DynamicGraph:
             snapshots=self.snapshots[start:stop],
             weights=None if self.weights is None else self.weights[start:stop],
             votes=None if self.votes is None else self.votes[start:stop],
+            multiplicity=None if self.multiplicity is None else self.multiplicity[start:stop],
             times=None if self.times is None else self.times[start:stop],
             signal=None if self.signal is None else self.signal[start:stop],
             features=None if self.features is None else self.features[start:stop],

@@ -232,8 +232,10 @@ def build_snapshots(
     rank: np.ndarray | None = None,
     symmetric: bool = True,
     self_loops: bool = False,
-) -> tuple[list[np.ndarray], list[np.ndarray] | None, list[np.ndarray] | None]:
-    """Remapped rows -> per-bucket unique sorted int32 [E_t, 2] pairs, float32 weights and int32 votes.
+) -> tuple[list[np.ndarray], list[np.ndarray] | None, list[np.ndarray] | None, list[np.ndarray]]:
+    """Remapped rows -> per-bucket unique sorted int32 [E_t, 2] pairs, float32 weights, int32 votes and
+    int32 multiplicities (the rows behind each pair: under ``symmetric`` the rows of both directions, as
+    EvolveGCN's weighted adjacency counts them after adding every row reversed).
 
     Self-loops are dropped unless ``self_loops``; ``symmetric`` stores each pair in both directions.
     A pair's weight is that of its last row by ``rank`` (default: row order); under ``symmetric`` both
@@ -254,9 +256,10 @@ def build_snapshots(
     last = np.ones(len(u), dtype=bool)  # last row of each (bucket, u, v) group
     last[:-1] = (bucket[1:] != bucket[:-1]) | (u[1:] != u[:-1]) | (v[1:] != v[:-1])
     u, v, bucket = u[last], v[last], bucket[last]
+    group = np.cumsum(np.r_[True, last[:-1]]) - 1  # group id of every sorted row
+    rows = np.bincount(group, minlength=len(u)).astype(np.int32)
     if w is not None:
         w = w[order]
-        group = np.cumsum(np.r_[True, last[:-1]]) - 1  # group id of every sorted row
         votes = np.bincount(group, weights=np.where(w > 0, 1, -1), minlength=len(u)).astype(np.int32)
         w = w[last]
     if symmetric:
@@ -265,16 +268,17 @@ def build_snapshots(
         bucket = np.concatenate([bucket, bucket[off]])
         order = _sorted_order(bucket, u, v, num_buckets)
         u, v, bucket = u[order], v[order], bucket[order]
+        rows = np.concatenate([rows, rows[off]])[order]
         if w is not None:
             w = np.concatenate([w, w[off]])[order]
             votes = np.concatenate([votes, votes[off]])[order]
     pairs = np.stack([u, v], axis=1).astype(np.int32)
     counts = np.bincount(bucket, minlength=num_buckets)
     if w is None:
-        (snaps,) = _split(counts, pairs)
-        return snaps, None, None
-    snaps, weights, vote_list = _split(counts, pairs, w.astype(np.float32), votes)
-    return snaps, weights, vote_list
+        snaps, mult = _split(counts, pairs, rows)
+        return snaps, None, None, mult
+    snaps, weights, vote_list, mult = _split(counts, pairs, w.astype(np.float32), votes, rows)
+    return snaps, weights, vote_list, mult
 
 
 def _facts(
@@ -348,13 +352,15 @@ def edge_stream_to_graph(
         check_snapshots(num, f"dataset {name!r}: a snapshot per distinct time", "set data.aggr_time=SECONDS")
     rank = np.empty(len(time), dtype=np.int64)
     rank[np.argsort(time, kind="stable")] = np.arange(len(time))
-    snaps, weights, votes = build_snapshots(
+    snaps, weights, votes, mult = build_snapshots(
         u, v, bucket, num, weight=weight, rank=rank, symmetric=symmetric, self_loops=self_loops
     )
     facts = _facts(None, src, dst, num, symmetric, self_loops, bucketing=mode, aggr_time=float(aggr_time))
     facts.update(t_min=t_min, t_max=t_max, weighted=weight is not None, **(info or {}))
     times = np.asarray(times, np.float64)
-    return DynamicGraph(name, len(node_ids), snaps, weights, node_ids, times, facts, votes=votes)
+    return DynamicGraph(
+        name, len(node_ids), snaps, weights, node_ids, times, facts, votes=votes, multiplicity=mult
+    )
 
 
 # --------------------------------------------------------------------------------------- intervals
@@ -473,7 +479,7 @@ def load_snapshot_edges(
     num = int(snap.max()) + 1
     check_snapshots(num, f"{str(path)!r}: snapshot {num - 1}", "fix the snapshot column")
     node_ids, (u, v) = _remap(src, dst)
-    snaps, _, _ = build_snapshots(u, v, snap, num, symmetric=symmetric, self_loops=self_loops)
+    snaps, _, _, mult = build_snapshots(u, v, snap, num, symmetric=symmetric, self_loops=self_loops)
     times = np.arange(num, dtype=np.float64)
     if len(cols) == 4:
         start = np.full(num, np.inf)
@@ -483,4 +489,4 @@ def load_snapshot_edges(
                 start[t] = start[t - 1] if t else float(cols[3].min())
         times = start
     info = _facts(path, src, dst, num, symmetric, self_loops, bucketing="snapshot_column")
-    return DynamicGraph(name, len(node_ids), snaps, None, node_ids, times, info)
+    return DynamicGraph(name, len(node_ids), snaps, None, node_ids, times, info, multiplicity=mult)

@@ -111,7 +111,7 @@ def load_snapshot_files(
     if time is not None:
         rank = np.empty(len(time), np.int64)
         rank[np.lexsort((time, bucket))] = np.arange(len(time))
-    snaps, weights, votes = build_snapshots(
+    snaps, weights, votes, mult = build_snapshots(
         u, v, bucket, num, weight=weight, rank=rank, symmetric=symmetric, self_loops=self_loops
     )
     times = np.arange(num, dtype=np.float64)
@@ -132,4 +132,6 @@ def load_snapshot_files(
         "self_loops": self_loops,
         "weighted": weight is not None,
     }
-    return DynamicGraph(name, len(node_ids), snaps, weights, node_ids, times, info, votes=votes)
+    return DynamicGraph(
+        name, len(node_ids), snaps, weights, node_ids, times, info, votes=votes, multiplicity=mult
+    )

@@ -112,7 +112,7 @@ def generate(cfg: DataConfig) -> DynamicGraph:
         t_all.append(np.full(len(cur), t, dtype=np.int64))
         prev = cur
     u, v, bucket = np.concatenate(src_all), np.concatenate(dst_all), np.concatenate(t_all)
-    snaps, _, _ = build_snapshots(u, v, bucket, num, symmetric=cfg.symmetric, self_loops=False)
+    snaps, _, _, _ = build_snapshots(u, v, bucket, num, symmetric=cfg.symmetric, self_loops=False)
     info = {
         "generator": "dynamic_sbm",
         "raw_rows": int(len(u)),

@@ -48,6 +48,8 @@ class LocalWindow:
       positive_codes: [Q+] int64 sorted global pair codes ``src * N + dst`` of the target edges.
       inactive: how many graph nodes the background node stands for (N - A); models whose output
         depends on node counts (top-k pooling, normalisation statistics) weight it by this.
+      weights: None (every edge weighs 1), or W float32 arrays [E_tau] aligned with ``edges``: the
+        pairs' row counts (``data.edge_weight: count``), which the packed ``edge_mask`` carries.
     """
 
     index: int
@@ -58,6 +60,7 @@ class LocalWindow:
     positives: np.ndarray
     positive_codes: np.ndarray
     inactive: int = 0
+    weights: list[np.ndarray] | None = None
 
     @property
     def num_local(self) -> int:
@@ -105,7 +108,6 @@ class WindowSet:
             f"snapshots {t}, window {cfg.window}",
             "use a smaller window or more snapshots",
         )
-        self.num_features = cfg.max_degree if cfg.features == "degree" else 1
         # data.targets: "new" keeps the positives first seen at the target; earlier pairs are skipped
         self.targets_mode = target_mode(cfg)
         self.seen = SeenPairs(graph) if self.targets_mode == "new" else None
@@ -115,6 +117,9 @@ class WindowSet:
         self._degree = [
             np.bincount(s[:, 1], minlength=n) if len(s) else np.zeros(n, np.int64) for s in graph.snapshots
         ]
+        # one-hot degree width: data.max_degree, or 0 = uncapped (the largest in-degree of any snapshot + 1)
+        widest = max((int(d.max()) for d in self._degree if len(d)), default=0) + 1
+        self.num_features = (cfg.max_degree or widest) if cfg.features == "degree" else 1
         self._cache: dict[int, LocalWindow] = {}
         self._cache_edges = 0
         self._costs = np.stack([self._cost(i) for i in range(len(self.targets))])
@@ -218,6 +223,10 @@ class WindowSet:
                 deg = self._degree[hist.start + tau][nodes]
                 feat[tau, : len(nodes)] = np.minimum(deg, self.num_features - 1)
         target = self.target_edges(t)
+        weights = None
+        if self.cfg.edge_weight == "count":
+            rows = g.multiplicity[hist] if g.multiplicity is not None else [np.ones(len(s)) for s in edges]
+            weights = [np.asarray(r, np.float32) for r in rows]
         return LocalWindow(
             index=k,
             target=t,
@@ -227,6 +236,7 @@ class WindowSet:
             positives=lookup[target].astype(np.int32).reshape(-1, 2),
             positive_codes=np.sort(target[:, 0].astype(np.int64) * g.num_nodes + target[:, 1]),
             inactive=g.num_nodes - len(nodes),
+            weights=weights,
         )
 
     # -------------------------------------------------------------------------------------------
@@ -236,7 +246,9 @@ class WindowSet:
 
         ``data.neg_sampling``: ``uniform`` draws both ends from all N nodes (an inactive node becomes the
         background node, so training sees background pairs as often as evaluation ranks them);
-        ``active`` draws them among the window's active nodes only (EvolveGCN's "smart" sampling).
+        ``active`` draws them among the window's active nodes only; ``evolvegcn`` (IBM's smart sampling)
+        draws the source from the target edges' sources (each as often as it is one, so new nodes too)
+        and the destination from the history snapshots' nodes (each as often as it has an edge in one).
         Never a self-pair or an edge of the target snapshot (``data.targets: new``: nor a pair with an
         edge before it). The stream depends only on (seed, epoch, window), so any scheduler sees the
         same samples.
@@ -279,13 +291,24 @@ class WindowSet:
         win = self.get(k)
         want = len(win.positives) * neg_mult
         n = self.graph.num_nodes
-        pool = win.nodes if self.cfg.neg_sampling == "active" else np.arange(n)
-        if not want or len(pool) < 2:
+        mode = self.cfg.neg_sampling
+        pool = win.nodes if mode != "uniform" else np.arange(n)
+        sources = pool
+        if mode == "evolvegcn":  # IBM's lists: every target edge's source; every history snapshot's nodes
+            sources = self.target_edges(win.target)[:, 0]
+            snaps = self.graph.snapshots[self.history(win.target)]
+            pool = np.concatenate([np.unique(s) for s in snaps if len(s)] or [win.nodes])
+        if not want or len(pool) < 2 or not len(sources):
             return np.zeros((0, 2), np.int64)
         rng = np.random.default_rng([seed, epoch, k, 7])
         parts, have = [], 0
         for _ in range(20):
-            cand = pool[rng.integers(0, len(pool), size=(int(want * 1.3) + 16, 2))]
+            size = int(want * 1.3) + 16
+            if mode == "evolvegcn":
+                src = sources[rng.integers(0, len(sources), size)]
+                cand = np.stack([src, pool[rng.integers(0, len(pool), size)]], 1)
+            else:  # both ends from the pool, in one draw
+                cand = pool[rng.integers(0, len(pool), size=(size, 2))]
             cand = cand[cand[:, 0] != cand[:, 1]]
             codes = cand[:, 0] * n + cand[:, 1]
             ok = ~_isin_sorted(codes, win.positive_codes)

@@ -42,13 +42,15 @@ def _common(cfg: ModelConfig) -> dict:
 
 
 ENCODERS = {
-    "egcn_o": lambda cfg, f: EvolveGCNO(f, cfg.hidden, cfg.layers, cfg.egcn_gru, **_common(cfg)),
-    "egcn_h": lambda cfg, f: EvolveGCNH(f, cfg.hidden, cfg.layers, **_common(cfg)),
+    "egcn_o": lambda cfg, f: EvolveGCNO(
+        f, cfg.hidden, cfg.layers, cfg.egcn_gru, **_common(cfg), act=cfg.activation
+    ),
+    "egcn_h": lambda cfg, f: EvolveGCNH(f, cfg.hidden, cfg.layers, **_common(cfg), act=cfg.activation),
     "gcrn_gru": lambda cfg, f: GCRNGRU(f, cfg.hidden, cfg.layers, cfg.cheb_k, **_common(cfg)),
     "gconv_lstm": lambda cfg, f: GConvLSTM(f, cfg.hidden, cfg.layers, cfg.cheb_k, **_common(cfg)),
     "gc_lstm": lambda cfg, f: GCLSTM(f, cfg.hidden, cfg.layers, cfg.cheb_k, **_common(cfg)),
     "tgcn": lambda cfg, f: TGCN(f, cfg.hidden, cfg.layers, **_common(cfg)),
-    "gcn_gru": lambda cfg, f: GCNGRU(f, cfg.hidden, cfg.layers, **_common(cfg)),
+    "gcn_gru": lambda cfg, f: GCNGRU(f, cfg.hidden, cfg.layers, **_common(cfg), act=cfg.activation),
     "mpnn_lstm": lambda cfg, f: MPNNLSTM(f, cfg.hidden, **_common(cfg)),
 }
 

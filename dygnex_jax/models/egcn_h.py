@@ -22,7 +22,7 @@ import jraph
 from jax.typing import DTypeLike
 
 from .graph_view import offset_graphs
-from .layers import GRUCell, gcn_aggregate, node_inputs, scan_steps
+from .layers import GRUCell, activation, gcn_aggregate, node_inputs, scan_steps
 
 
 def window_topk(
@@ -53,6 +53,7 @@ def _uniform(bound: float):
 class _Step(nn.Module):
     dims: tuple[int, ...]
     dtype: DTypeLike = jnp.float32  # compute dtype (model.dtype): of the evolved weights too
+    act: str = "relu"  # model.activation (layers.ACTIVATIONS)
 
     @nn.compact
     def __call__(self, carry, xs):
@@ -69,7 +70,7 @@ class _Step(nn.Module):
             w = GRUCell(self.dims[i + 1], self.dtype, name=f"evolve_{i}")(pooled, w)  # [S, in, out]
             new_weights.append(w)
             hw = jax.lax.ragged_dot(h, w, graph.n_node)  # every window slot (graph) by its own weights
-            h = jax.nn.relu(gcn_aggregate(graph._replace(nodes=hw)))
+            h = activation(self.act)(gcn_aggregate(graph._replace(nodes=hw)))
         return (tuple(new_weights), h), None
 
 
@@ -81,6 +82,7 @@ class EvolveGCNH(nn.Module):
     layers: int = 2
     remat: str = "none"  # model.remat: rematerialise the time scan's body (layers.time_scan)
     dtype: str = "float32"  # model.dtype: the activations' dtype (layers.compute_dtype)
+    act: str = "relu"  # model.activation after every GCN layer (layers.ACTIVATIONS)
 
     @nn.compact
     def __call__(self, batch: dict) -> jax.Array:
@@ -103,6 +105,6 @@ class EvolveGCNH(nn.Module):
             per_tau(batch["node_window"]),
             per_tau(batch["node_count"]),
         )
-        step = scan_steps(_Step, remat=self.remat, dims=dims, dtype=x.dtype)
+        step = scan_steps(_Step, remat=self.remat, dims=dims, dtype=x.dtype, act=self.act)
         (_, h), _ = step((weights, jnp.zeros((n, self.hidden), x.dtype)), xs)
         return h

@@ -32,7 +32,17 @@ import jax.numpy as jnp
 from jax.typing import DTypeLike
 
 from .graph_view import at_offset, flat_graph, offset_graphs
-from .layers import LOCAL, Comm, GRUCell, MatrixGRU, compute_dtype, gcn_aggregate, node_inputs, time_scan
+from .layers import (
+    LOCAL,
+    Comm,
+    GRUCell,
+    MatrixGRU,
+    activation,
+    compute_dtype,
+    gcn_aggregate,
+    node_inputs,
+    time_scan,
+)
 
 
 def _offsets(batch: dict) -> int:
@@ -45,6 +55,7 @@ class _Step(nn.Module):
     gru: str
     comm: Comm = LOCAL
     dtype: DTypeLike = jnp.float32  # compute dtype (model.dtype): of the evolved weights too
+    act: str = "relu"  # model.activation (layers.ACTIVATIONS)
 
     @nn.compact
     def __call__(self, carry, xs):
@@ -66,7 +77,7 @@ class _Step(nn.Module):
             return (jax.tree.map(keep, new_weights, weights), None), new_weights
         h = graph.nodes
         for w in new_weights:
-            h = jax.nn.relu(gcn_aggregate(graph._replace(nodes=h @ w), self.comm))
+            h = activation(self.act)(gcn_aggregate(graph._replace(nodes=h @ w), self.comm))
         return (jax.tree.map(keep, new_weights, weights), keep(h, h_prev)), None
 
 
@@ -80,6 +91,7 @@ class EvolveGCNO(nn.Module):
     comm: Comm = LOCAL  # vertex partition: how to reach other devices' nodes (identity by default)
     remat: str = "none"  # model.remat: rematerialise the time scan's body (layers.time_scan)
     dtype: str = "float32"  # model.dtype: the activations' dtype (layers.compute_dtype)
+    act: str = "relu"  # model.activation after every GCN layer (layers.ACTIVATIONS)
 
     def setup(self):
         dims = (self.num_features,) + (self.hidden,) * self.layers
@@ -87,7 +99,9 @@ class EvolveGCNO(nn.Module):
         self.initial_weights = tuple(
             self.param(f"gcn_{i}", init, (dims[i], dims[i + 1])) for i in range(self.layers)
         )
-        self.step = time_scan(_Step, self.remat)(dims, self.gru, self.comm, compute_dtype(self.dtype))
+        self.step = time_scan(_Step, self.remat)(
+            dims, self.gru, self.comm, compute_dtype(self.dtype), self.act
+        )
 
     def initial_carry(self, n: int):
         """The carry at the start of a window: the learned initial GCN weights in the compute dtype (``n``
@@ -132,7 +146,7 @@ class EvolveGCNO(nn.Module):
         per_tau = self.evolved_weights(jnp.ones(_offsets(batch), bool))
         h = graph.nodes  # [N, F]
         for w in per_tau:
-            h = jax.nn.relu(gcn_aggregate(graph._replace(nodes=h @ w[-1])))
+            h = activation(self.act)(gcn_aggregate(graph._replace(nodes=h @ w[-1])))
         return h
 
     def flat(self, batch: dict) -> jax.Array:
@@ -151,6 +165,6 @@ class EvolveGCNO(nn.Module):
         h = x
         for w in per_tau:
             hw = jnp.einsum("tnf,tfo->tno", h, w).reshape(w_len * n, w.shape[-1])
-            h = jax.nn.relu(gcn_aggregate(graph._replace(nodes=hw))).reshape(w_len, n, w.shape[-1])
+            h = activation(self.act)(gcn_aggregate(graph._replace(nodes=hw))).reshape(w_len, n, -1)
         last = w_len - 1 - jnp.argmax(valid[::-1])  # the last valid offset
         return jnp.where(valid.any(), h[last], 0.0)

@@ -16,19 +16,20 @@ import jax.numpy as jnp
 from jax.typing import DTypeLike
 
 from .graph_view import flat_graph, offset_graphs
-from .layers import GCNConv, GRUCell, node_inputs, scan_steps, time_scan
+from .layers import GCNConv, GRUCell, activation, node_inputs, scan_steps, time_scan
 
 
 class _Step(nn.Module):
     hidden: int
     layers: int
     dtype: DTypeLike = jnp.float32
+    act: str = "relu"  # model.activation (layers.ACTIVATIONS)
 
     @nn.compact
     def __call__(self, h, graph):
         x = graph.nodes  # graph: this offset's GraphsTuple, nodes = the inputs
         for i in range(self.layers):
-            x = jax.nn.relu(GCNConv(self.hidden, dtype=self.dtype, name=f"gcn_{i}")(x, graph))
+            x = activation(self.act)(GCNConv(self.hidden, dtype=self.dtype, name=f"gcn_{i}")(x, graph))
         return GRUCell(self.hidden, self.dtype, name="gru")(x, h), None
 
 
@@ -43,13 +44,14 @@ class _FlatStep(nn.Module):
     hidden: int
     layers: int
     remat: str = "none"
+    act: str = "relu"
 
     @nn.compact
     def __call__(self, x, graph):
         w_len, n = x.shape[:2]
         e = x.reshape(w_len * n, x.shape[-1])
         for i in range(self.layers):
-            e = jax.nn.relu(GCNConv(self.hidden, dtype=x.dtype, name=f"gcn_{i}")(e, graph))
+            e = activation(self.act)(GCNConv(self.hidden, dtype=x.dtype, name=f"gcn_{i}")(e, graph))
         gru, h0 = GRUCell(self.hidden, x.dtype, name="gru"), jnp.zeros((n, self.hidden), x.dtype)
         h, _ = time_scan(_gru_step, self.remat)(gru, h0, e.reshape(w_len, n, -1))
         return h
@@ -63,15 +65,18 @@ class GCNGRU(nn.Module):
     layers: int = 2
     remat: str = "none"  # model.remat: rematerialise the time scan's body (layers.time_scan)
     dtype: str = "float32"  # model.dtype: the activations' dtype (layers.compute_dtype)
+    act: str = "relu"  # model.activation after every GCN layer (layers.ACTIVATIONS)
 
     @nn.compact
     def __call__(self, batch: dict) -> jax.Array:
         x = node_inputs(batch, self.num_features, self.dtype)
         if batch["senders"].ndim == 1:  # flat layout
             graph = flat_graph(batch, x.reshape(-1, x.shape[-1]))
-            return _FlatStep(self.hidden, self.layers, self.remat, name="step")(x, graph)
+            return _FlatStep(self.hidden, self.layers, self.remat, self.act, name="step")(x, graph)
         n = batch["node_window"].shape[0]
         xs = offset_graphs(batch, x)
-        step = scan_steps(_Step, remat=self.remat, hidden=self.hidden, layers=self.layers, dtype=x.dtype)
+        step = scan_steps(
+            _Step, remat=self.remat, hidden=self.hidden, layers=self.layers, dtype=x.dtype, act=self.act
+        )
         h, _ = step(jnp.zeros((n, self.hidden), x.dtype), xs)
         return h

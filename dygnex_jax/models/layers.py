@@ -181,6 +181,22 @@ def time_scan(body, remat: str = "none"):
     return nn.scan(body, variable_broadcast="params", split_rngs={"params": False}, in_axes=0)
 
 
+# ``model.activation`` after a GCN layer (EvolveGCN-O / -H, GCN-GRU): ReLU, or RReLU at its expected
+# slope (torch.nn.RReLU(1/8, 1/3) in evaluation mode: a leaky ReLU of slope (1/8 + 1/3) / 2).
+RRELU_MEAN_SLOPE = (1.0 / 8.0 + 1.0 / 3.0) / 2.0
+ACTIVATIONS: dict[str, Callable] = {
+    "relu": jax.nn.relu,
+    "rrelu_mean": lambda x: jax.nn.leaky_relu(x, RRELU_MEAN_SLOPE),
+}
+
+
+def activation(name: str) -> Callable:
+    """The function of ``model.activation`` ``name``."""
+    if name not in ACTIVATIONS:
+        raise ValueError(f"model.activation must be one of {', '.join(ACTIVATIONS)}, got {name!r}")
+    return ACTIVATIONS[name]
+
+
 def scan_steps(step_cls, name: str = "step", remat: str = "none", **kwargs):
     """``time_scan`` of a ``(carry, xs_tau) -> (carry, out)`` module (``remat``: ``model.remat``), built
     with ``kwargs`` under ``name``."""

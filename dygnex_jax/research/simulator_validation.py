@@ -121,7 +121,7 @@ def simulated_epochs(
     config's training windows (``simulate.instance_from_config``) when the caller has them."""
     inst = inst if inst is not None else sim.instance_from_config(config)
     model = dataclasses.replace(model, window=inst.window)
-    features = config.data.max_degree if config.data.features == "degree" else 1
+    features = inst.features(config)
     rows = []
     for e in epochs:
         setup = sim.Setup(

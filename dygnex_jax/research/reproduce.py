@@ -1,0 +1,226 @@
+"""EvolveGCN's published link-prediction table under its own protocol (``configs/repro/``), and the same
+cells trained the DyGNeX way: the runs, their resumption, and the table of mean +- sd per cell.
+
+A *cell* is one ``configs/repro/<model>_<dataset>.yaml`` (IBM's parameter file of that run, early
+stopping on val MAP); a *way* is how it trains: ``evolvegcn`` (the config as written: one window per
+step, one device, psg in time order) or ``dygnex`` (``schedule.method=dygnex_g`` on ``devices`` devices
+with ``batch`` windows per step, the learning rate scaled by ``LR_SCALES[lr_scale](batch)``: B windows a
+step make B times fewer updates an epoch; for Adam the square-root rule (Malladi et al., NeurIPS 2022,
+"On the SDEs and scaling rules for adaptive gradient algorithms") is the default). Every (cell, way, seed) is one run folder ``OUT/<cell>/<way>/seed<s>``
+trained by ``python -m dygnex_jax train`` in a child process (its own fake-device count); a folder with
+``summary.json`` is done, one with ``config.yaml`` but no summary was interrupted and continues with
+``train --resume`` (from its newest checkpoint), so a killed reproduction loses at most
+``train.checkpoint_every`` epochs of one run. No JAX here: the children import it.
+
+The reported figure of a run is EvolveGCN's: test MAP / MRR at the epoch of the best val MAP. A cell's
+verdict against the published value (Pareja et al., AAAI 2020, Table 2): ``within`` when the published
+value lies inside our mean +- 2 sd or ours is higher, else ``below`` with the gap; ``n=1`` when one seed
+gives no spread.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+# Pareja et al., AAAI 2020, Table 2 (link prediction, MAP / MRR), per (model.name, data.dataset).
+PUBLISHED = {
+    ("gcn_gru", "bitcoin_otc"): (0.0001, 0.0003),
+    ("gcn_gru", "bitcoin_alpha"): (0.0001, 0.0004),
+    ("gcn_gru", "uci_collegemsg"): (0.0114, 0.0985),
+    ("gcn_gru", "as733"): (0.0713, 0.3388),
+    ("egcn_h", "bitcoin_otc"): (0.0026, 0.0690),
+    ("egcn_h", "bitcoin_alpha"): (0.0049, 0.1104),
+    ("egcn_h", "uci_collegemsg"): (0.0126, 0.0899),
+    ("egcn_h", "as733"): (0.1534, 0.3632),
+    ("egcn_o", "bitcoin_otc"): (0.0028, 0.0968),
+    ("egcn_o", "bitcoin_alpha"): (0.0036, 0.1185),
+    ("egcn_o", "uci_collegemsg"): (0.0270, 0.1379),
+    ("egcn_o", "as733"): (0.1139, 0.2746),
+}
+WAYS = ("evolvegcn", "dygnex")
+# The dygnex way's learning rate = the config's x LR_SCALES[name](B / the config's batch size).
+LR_SCALES = {"none": lambda r: 1.0, "sqrt": lambda r: r**0.5, "linear": lambda r: float(r)}
+RUN_LOG = "reproduce_runs.jsonl"  # OUT/<cell>/<way>/seed<s>/: one line per finished attempt (wall s)
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    cell: str  # the config's stem, e.g. egcn_o_uci
+    config: Path
+    way: str
+    seed: int
+    out: Path
+    overrides: tuple[str, ...]
+    devices: int  # fake CPU devices the child needs (1 for evolvegcn)
+
+    @property
+    def done(self) -> bool:
+        return (self.out / "summary.json").is_file()
+
+    @property
+    def started(self) -> bool:
+        return (self.out / "config.yaml").is_file()
+
+
+def plan_runs(
+    configs: list[Path],
+    seeds: list[int],
+    ways: list[str],
+    out: Path,
+    devices: int,
+    batch: int,
+    lr_scale: str = "sqrt",
+) -> list[Run]:
+    """Every (cell, way, seed) run: cells in the given order, then seeds, then ways (so that a partial
+    reproduction has both ways of its first seeds)."""
+    from ..config import load_config
+
+    runs = []
+    for config in configs:
+        train = load_config(config).train
+        lr = train.learning_rate * LR_SCALES[lr_scale](batch / train.batch_size)
+        for seed in seeds:
+            for way in ways:
+                over = [f"train.seed={seed}"]
+                n = 1
+                if way == "dygnex":
+                    n = devices
+                    over += [
+                        "schedule.method=dygnex_g",
+                        f"parallel.devices={devices}",
+                        f"train.batch_size={batch}",
+                        f"train.learning_rate={lr:.6g}",
+                        "parallel.plan_epochs=100",
+                    ]
+                cell = config.stem
+                runs.append(Run(cell, config, way, seed, out / cell / way / f"seed{seed}", tuple(over), n))
+    return runs
+
+
+def command(run: Run) -> tuple[list[str], dict]:
+    """The child's argv and environment: a fresh run, or ``--resume`` of an interrupted one."""
+    env = dict(os.environ)
+    if run.devices > 1:
+        flags = env.get("XLA_FLAGS", "")
+        env["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={run.devices}".strip()
+    if run.started:
+        return [sys.executable, "-m", "dygnex_jax", "train", "--resume", str(run.out)], env
+    argv = [sys.executable, "-m", "dygnex_jax", "train", "--config", str(run.config), "--out", str(run.out)]
+    return argv + list(run.overrides), env
+
+
+def execute(run: Run, log=print) -> int:
+    """Train (or resume) ``run`` in a child process, its output passed through; append the attempt's wall
+    seconds to its ``RUN_LOG`` when it ends. Returns the child's exit code."""
+    argv, env = command(run)
+    log(f"{'resuming' if run.started else 'starting'} {run.cell} / {run.way} / seed {run.seed} -> {run.out}")
+    start = time.time()
+    code = subprocess.call(argv, env=env)
+    if run.out.is_dir():
+        with (run.out / RUN_LOG).open("a") as f:
+            f.write(json.dumps({"seconds": time.time() - start, "exit": code, "resumed": "--resume" in argv}))
+            f.write("\n")
+    return code
+
+
+def run_result(run: Run) -> dict | None:
+    """A finished run's figures: test MAP / MRR at the best val MAP, its epoch, the epochs trained, how it
+    stopped, and the wall seconds of all its attempts; None while it is not finished."""
+    if not run.done:
+        return None
+    summary = json.loads((run.out / "summary.json").read_text())
+    best = summary["best"]
+    attempts = (
+        [json.loads(line) for line in (run.out / RUN_LOG).read_text().splitlines() if line.strip()]
+        if (run.out / RUN_LOG).is_file()
+        else []
+    )
+    return {
+        "cell": run.cell,
+        "model": summary["model"],
+        "dataset": summary["dataset"],
+        "way": run.way,
+        "seed": run.seed,
+        "best_epoch": best["epoch"],
+        "val_map": best.get("val_map"),
+        "test_map": best.get("test_map"),
+        "test_mrr": best.get("test_mrr"),
+        "epochs": summary["epochs"],
+        "early_stop": summary.get("early_stop"),
+        "wall_seconds": sum(a["seconds"] for a in attempts) or None,
+        "attempts": len(attempts),
+    }
+
+
+def _stats(values: list[float]) -> tuple[float, float | None]:
+    mean = statistics.fmean(values)
+    return mean, (statistics.stdev(values) if len(values) > 1 else None)
+
+
+def verdict(values: list[float], published: float) -> str:
+    """``within`` (published inside mean +- 2 sd, or ours higher), ``below by X %``, or ``n=1 ...``."""
+    mean, sd = _stats(values)
+    if mean >= published:
+        return "within (ours higher)"
+    if sd is None:
+        return f"n=1, {100 * (1 - mean / published):.0f} % below"
+    if published <= mean + 2 * sd:
+        return "within"
+    return f"below by {100 * (1 - mean / published):.0f} % (mean + 2 sd {mean + 2 * sd:.4f})"
+
+
+def table(results: list[dict]) -> list[dict]:
+    """One row per (cell, way) of finished runs: seeds, mean +- sd of test MAP / MRR, the published pair,
+    the verdicts, the mean epochs and wall seconds."""
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for r in results:
+        groups.setdefault((r["cell"], r["way"]), []).append(r)
+    rows = []
+    for (cell, way), rs in groups.items():
+        rs = sorted(rs, key=lambda r: r["seed"])
+        pub = PUBLISHED.get((rs[0]["model"], rs[0]["dataset"]))
+        row = {"cell": cell, "way": way, "model": rs[0]["model"], "dataset": rs[0]["dataset"]}
+        row["seeds"] = [r["seed"] for r in rs]
+        for metric, i in (("map", 0), ("mrr", 1)):
+            values = [r[f"test_{metric}"] for r in rs if r[f"test_{metric}"] is not None]
+            mean, sd = _stats(values) if values else (math.nan, None)
+            row[f"test_{metric}_mean"], row[f"test_{metric}_sd"] = mean, sd
+            row[f"published_{metric}"] = pub[i] if pub else None
+            row[f"verdict_{metric}"] = verdict(values, pub[i]) if pub and values else "no published value"
+        row["best_epochs"] = [r["best_epoch"] for r in rs]
+        row["epochs"] = [r["epochs"] for r in rs]
+        walls = [r["wall_seconds"] for r in rs if r["wall_seconds"]]
+        row["wall_seconds_mean"] = statistics.fmean(walls) if walls else None
+        rows.append(row)
+    return rows
+
+
+def _pm(mean: float, sd: float | None) -> str:
+    return f"{mean:.4f}" if sd is None else f"{mean:.4f} ± {sd:.4f}"
+
+
+def markdown(rows: list[dict]) -> str:
+    """The README's table: one line per (cell, way)."""
+    lines = [
+        "| cell | way | seeds | test MAP | published | verdict | test MRR | published | verdict "
+        "| best epoch | epochs | wall s / run |",
+        "|---|---|---|---:|---:|---|---:|---:|---|---|---|---:|",
+    ]
+    for r in rows:
+        wall = f"{r['wall_seconds_mean']:.0f}" if r["wall_seconds_mean"] else "—"
+        pub = lambda m, r=r: "—" if r[f"published_{m}"] is None else f"{r[f'published_{m}']:.4f}"  # noqa: E731
+        lines.append(
+            f"| {r['cell']} | {r['way']} | {','.join(map(str, r['seeds']))} "
+            f"| {_pm(r['test_map_mean'], r['test_map_sd'])} | {pub('map')} | {r['verdict_map']} "
+            f"| {_pm(r['test_mrr_mean'], r['test_mrr_sd'])} | {pub('mrr')} | {r['verdict_mrr']} "
+            f"| {','.join(map(str, r['best_epochs']))} | {','.join(map(str, r['epochs']))} | {wall} |"
+        )
+    return "\n".join(lines) + "\n"
