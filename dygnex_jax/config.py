@@ -406,6 +406,11 @@ def validate(config: Config) -> None:
             "use psg, dygnex_g or dygnex_l for it",
         ),
         (
+            config.train.patience == 0 or d.val_frac > 0,
+            f"train.patience={config.train.patience} stops on the validation metric, but data.val_frac=0 "
+            "leaves no validation split: set data.val_frac > 0, or train.patience=0",
+        ),
+        (
             d.edge_weight == "none" or not d.cumulative,
             "data.edge_weight=count counts a pair's rows in one snapshot, which a cumulative series "
             "(data.cumulative=true) does not have: use data.edge_weight=none",

@@ -233,6 +233,10 @@ CASES = {
         ["train", "--config", SMOKE, "model.name=tgcn", "model.activation=rrelu_mean"],
         "applies to model.name egcn_h, egcn_o, gcn_gru",
     ),
+    "patience-without-val": (
+        ["train", "--config", SMOKE, "train.patience=3", "data.val_frac=0"],
+        "leaves no validation split",
+    ),
     "edge-weight-cumulative": (
         ["train", "--config", SMOKE, "data.edge_weight=count", "data.cumulative=true"],
         "which a cumulative series (data.cumulative=true) does not have",
