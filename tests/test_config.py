@@ -179,7 +179,7 @@ def test_neg_sampling_typo_is_rejected():
     assert load_config(None, ["data.neg_sampling=active"]).data.neg_sampling == "active"
     with pytest.raises(UserError) as err:
         load_config(None, ["data.neg_sampling=smart"])
-    assert str(err.value) == "data.neg_sampling must be uniform or active, got 'smart'"
+    assert str(err.value) == "data.neg_sampling must be uniform, active or evolvegcn, got 'smart'"
 
 
 def test_schedule_method_is_checked_once_in_config_against_the_strategies():
