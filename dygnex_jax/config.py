@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from .config_check import check_keys, key
-from .config_yaml import coerce, parse_override, read_yaml
+from .config_yaml import coerce, key_differences, parse_override, read_yaml
 from .data.cumulative import check_targets
 from .data.timerange import TimePoint, time_range
 from .errors import UserError
@@ -472,37 +472,5 @@ def dump_config(config: Config, path: str | os.PathLike) -> None:
 def changed_keys(config: Config, trained: dict) -> list[str]:
     """Dotted keys whose value in ``config`` differs from ``trained`` (``to_dict`` of a config saved by
     an earlier version: keys renamed since are read under their new names, keys it did not have yet ran
-    with their defaults)."""
-    return _differences(to_dict(config), _with_defaults(_renamed(trained), to_dict(Config())))
-
-
-def _renamed(trained: dict) -> dict:
-    """``trained`` with keys that moved since (``config.RENAMED``) under their new names."""
-    out = {k: dict(v) if isinstance(v, dict) else v for k, v in trained.items()}
-    for old, new in RENAMED.items():
-        (a, b), (c, d) = old.split("."), new.split(".")
-        if b in out.get(a, {}):
-            out.setdefault(c, {})[d] = out[a].pop(b)
-    return out
-
-
-def _with_defaults(trained: dict, defaults: dict) -> dict:
-    """``trained`` with the keys it lacks (added to the config after it was saved) at their defaults."""
-    out = dict(trained)
-    for name, value in defaults.items():
-        if name not in out:
-            out[name] = value
-        elif isinstance(value, dict) and isinstance(out[name], dict):
-            out[name] = _with_defaults(out[name], value)
-    return out
-
-
-def _differences(a: dict, b: dict, prefix: str = "") -> list[str]:
-    out = []
-    for name in sorted(set(a) | set(b)):
-        x, y = a.get(name), b.get(name)
-        if isinstance(x, dict) and isinstance(y, dict):
-            out += _differences(x, y, f"{prefix}{name}.")
-        elif x != y:
-            out.append(f"{prefix}{name}")
-    return out
+    with their defaults; config_yaml.key_differences)."""
+    return key_differences(to_dict(config), trained, to_dict(Config()), RENAMED)

@@ -1,5 +1,6 @@
 """Reading config text: a YAML file (strictly: a key given twice is an error), a ``key=value`` override,
-and a value coerced to its key's declared type. Used by config.py; no JAX."""
+a value coerced to its key's declared type, and the keys two saved configs differ in. Used by config.py;
+no JAX."""
 
 from __future__ import annotations
 
@@ -117,3 +118,42 @@ def read_yaml(p: Path) -> dict:
             "sections of key: value lines, as the files in configs/ do"
         )
     return data
+
+
+def key_differences(config: dict, trained: dict, defaults: dict, renamed: dict[str, str]) -> list[str]:
+    """Dotted keys whose value in ``config`` (a config as a plain dict) differs from ``trained`` (one saved
+    by an earlier version: keys in ``renamed`` (old -> new dotted name) are read under their new names,
+    keys it lacks take their value in ``defaults``)."""
+    return _differences(config, _with_defaults(_renamed(trained, renamed), defaults))
+
+
+def _renamed(trained: dict, renamed: dict[str, str]) -> dict:
+    """``trained`` with keys that moved since under their new names."""
+    out = {k: dict(v) if isinstance(v, dict) else v for k, v in trained.items()}
+    for old, new in renamed.items():
+        (a, b), (c, d) = old.split("."), new.split(".")
+        if b in out.get(a, {}):
+            out.setdefault(c, {})[d] = out[a].pop(b)
+    return out
+
+
+def _with_defaults(trained: dict, defaults: dict) -> dict:
+    """``trained`` with the keys it lacks (added to the config after it was saved) at their defaults."""
+    out = dict(trained)
+    for name, value in defaults.items():
+        if name not in out:
+            out[name] = value
+        elif isinstance(value, dict) and isinstance(out[name], dict):
+            out[name] = _with_defaults(out[name], value)
+    return out
+
+
+def _differences(a: dict, b: dict, prefix: str = "") -> list[str]:
+    out = []
+    for name in sorted(set(a) | set(b)):
+        x, y = a.get(name), b.get(name)
+        if isinstance(x, dict) and isinstance(y, dict):
+            out += _differences(x, y, f"{prefix}{name}.")
+        elif x != y:
+            out.append(f"{prefix}{name}")
+    return out
