@@ -143,8 +143,7 @@ class DataConfig:
     # Training negatives: "uniform" over all nodes, "active" (both ends among the nodes with an edge in
     # the window's history), or "evolvegcn" (IBM's smart_neg_sampling: the source drawn from the target
     # edges' sources, as often as each is one, the destination from the history snapshots' nodes, as
-    # often as each has an edge in one); see
-    # data/windows.py.
+    # often as each has an edge in one); see data/windows.py.
     neg_sampling: str = key("uniform", choices=("uniform", "active", "evolvegcn"))
     # Synthetic dynamic SBM (dataset "synthetic").
     syn_nodes: int = key(600, "[2, inf)")  # nodes, at least 2 per community

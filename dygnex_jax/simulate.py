@@ -175,7 +175,8 @@ def simulate_window_method(inst: Instance, method: str, p: int, setup: Setup) ->
     """Schedule with the real scheduler and time every step of the simulated epoch on the budget the
     trainer would pay (module docstring)."""
     b = setup.batch(p)
-    inst = Instance(inst.name, *layout_view(inst.costs, inst.profile, setup.layout))  # the layout's work
+    costs, profile = layout_view(inst.costs, inst.profile, setup.layout)  # the layout's work
+    inst = dataclasses.replace(inst, costs=costs, profile=profile)
     got = charged_budgets(inst, method, p, setup)
     sched, layout, w = got["schedule"], setup.layout, inst.window
     fixed, unit = _fixed_and_unit(setup.model, w)

@@ -115,4 +115,5 @@ def scale_up(inst: Instance, n_windows: int, seed: int = 0) -> Instance:
     size distribution (and the same joint distribution of nodes, edges per offset and pairs) at any K."""
     rng = np.random.default_rng([seed, 6])
     rows = rng.integers(0, len(inst.costs), size=n_windows)
-    return Instance(f"{inst.name} x{n_windows}", inst.costs[rows].copy(), inst.profile[rows].copy())
+    name, costs, profile = f"{inst.name} x{n_windows}", inst.costs[rows].copy(), inst.profile[rows].copy()
+    return dataclasses.replace(inst, name=name, costs=costs, profile=profile)

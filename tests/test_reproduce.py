@@ -132,6 +132,21 @@ def test_uncapped_degree_one_hot_is_one_slot_per_degree():
     assert np.array_equal(np.minimum(feat, 2), feat_capped)  # the same degrees, capped or not
 
 
+def test_a_scaled_up_instance_keeps_its_uncapped_degree_width():
+    """simulate --windows resamples the instance: the degree width it recorded must survive the copy
+    (it was dropped, and an uncapped run's simulation failed with 'does not record')."""
+    from dygnex_jax.simulate_instance import instance_from_config, scale_up
+
+    config = load_config(SMOKE, ["data.max_degree=0"])
+    inst = instance_from_config(config)
+    assert inst.num_features > 1
+    big = scale_up(inst, 64)
+    assert len(big.costs) == 64 and big.features(config) == inst.num_features
+    assert (
+        main(["simulate", "--config", SMOKE, "data.max_degree=0", "--devices", "4", "--windows", "64"]) == 0
+    )
+
+
 def test_rrelu_mean_is_the_leaky_relu_of_rrelus_expected_slope():
     x = jnp.linspace(-3.0, 3.0, 13)
     got = activation("rrelu_mean")(x)
