@@ -67,6 +67,7 @@ RESUMABLE_CHANGES = (
     "train.learning_rate",
     "parallel.compile_cache",
     "parallel.prefetch",
+    "parallel.host_malloc",
 )
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import checkpoint, compile_cache, memstats
+from . import checkpoint, compile_cache, host_memory, memstats
 from .config import TASK_METRICS, Config, changed_keys, load_config, selection_metric, to_dict
 from .data.timerange import empty_snapshots, sparsity_warning
 from .errors import UserError
@@ -238,6 +238,7 @@ def summarize_run(config: Config, trainer, history: list[dict]) -> dict:
         "compile_seconds_ahead": trainer.compile_seconds_ahead,
         "plan_seconds": trainer.plan_seconds,  # the schedules of the planned epochs and their budgets
         # the persistent compilation cache: folder, hits and misses of this process, bytes it holds
+        "host_malloc": host_memory.state(),  # parallel.host_malloc as it holds in this process
         "compile_cache": compile_cache.stats()
         | {"bytes": compile_cache.size_bytes(compile_cache.stats()["dir"])},
         # peak host RSS and device bytes (None where JAX reports none) of the whole run, this process's

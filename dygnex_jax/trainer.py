@@ -19,7 +19,7 @@ import jax
 import numpy as np
 import optax
 
-from . import compile_cache, memory_plan, parallel, pricing, resources, strategies
+from . import compile_cache, host_memory, memory_plan, parallel, pricing, resources, strategies
 from . import plan as planning
 from .comm import collective_bytes
 from .config import Config, TrainConfig, step_layout
@@ -60,6 +60,7 @@ class Trainer:
 
     def __init__(self, config: Config, *, graph=None, mesh=None, scheduler=schedule, cost_model=None):
         self.config = c = config
+        host_memory.configure(c.parallel.host_malloc)  # before the run's large buffers exist
         compile_cache.enable(c.parallel.compile_cache)  # before the first compilation
         self.method = c.schedule.method
         self.strategy = strategies.create(self.method)

@@ -1,0 +1,108 @@
+"""``parallel.host_malloc`` (host_memory.py): a retained heap ends the page faults of a step's buffers and
+changes no result."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+from helpers import run_cli, run_python
+
+from dygnex_jax import cost_cache, host_memory
+from dygnex_jax.config import load_config
+
+glibc_only = pytest.mark.skipif(host_memory._glibc() is None, reason="needs Linux with glibc (mallopt)")
+
+# A step's pattern: allocate large buffers, write them, free them; the page faults of rounds 3..8.
+FAULTS = """
+import resource, sys
+import numpy as np
+from dygnex_jax import host_memory
+print("STATE", host_memory.configure(sys.argv[1]))
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize()
+def step():
+    a = np.ones(24 << 20 >> 3)  # 24 MiB: under glibc's largest mmap threshold, freed at the heap top
+    b = np.ones(96 << 20 >> 3)  # 96 MiB: above it
+    return float(a[-1] + b[-1]), rss()
+step(); step()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(6):
+    _, during = step()
+print("FAULTS", resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+print("RETURNED", during - rss())
+"""
+
+
+def _faults(mode: str) -> tuple[str, int, int]:
+    """(state, page faults of six rounds, bytes the process gave back when a round's buffers were freed)."""
+    proc = run_python(["-c", FAULTS, mode], timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines() if " " in line)
+    return lines["STATE"], int(lines["FAULTS"]), int(lines["RETURNED"])
+
+
+@glibc_only
+def test_a_retained_heap_keeps_freed_buffers_and_faults_no_page_in_again():
+    """Rounds of 120 MiB of buffers. With the C library's defaults a round's freed buffers go back to the
+    kernel (the process's resident memory falls by at least the 96 MiB block) and the next round faults
+    them in again (how many faults depends on the kernel's page size: transparent huge pages are 2 MiB);
+    retained, the memory stays with the process and six rounds fault (almost) nothing."""
+    state, faults, returned = _faults("system")
+    assert state == "system"
+    assert returned >= 96 << 20 and faults > 0
+    state, faults, returned = _faults("retain")
+    assert state == "retain"
+    assert returned < 1 << 20 and faults < 1000
+
+
+def test_configure_is_one_way_and_checks_its_mode(monkeypatch):
+    monkeypatch.setitem(host_memory._state, "mode", None)
+    assert host_memory.state() == "unset"
+    with pytest.raises(ValueError, match="parallel.host_malloc must be one of retain, system"):
+        host_memory.configure("keep")
+    assert host_memory.configure("system") == "system"
+    expect = "retain" if host_memory._glibc() is not None else "unsupported"
+    assert host_memory.configure("retain") == expect
+    assert host_memory.configure("system") == expect  # what holds in the process, not what was asked
+
+
+def test_cost_profiles_are_kept_apart_by_the_allocator():
+    """A profile timed with the default allocator does not price steps run on a retained heap."""
+
+    def sig(mode):
+        c = load_config(None, [f"parallel.host_malloc={mode}"])
+        return cost_cache.signature(c, num_features=8, layout="flat", devices=2, processes=1, platform="cpu")
+
+    assert sig("retain")["host_malloc"] == "retain"
+    assert cost_cache.entry_path(sig("retain")) != cost_cache.entry_path(sig("system"))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the retained heap is glibc's")
+def test_results_are_bit_identical_with_the_heap_retained_or_not(tmp_path):
+    """The same run with parallel.host_malloc retain and system writes the same losses and metrics, and
+    its summary says which held."""
+    rows, states = [], []
+    for mode in ("system", "retain"):
+        out = tmp_path / mode
+        proc = run_cli(
+            "train",
+            "--config",
+            "configs/smoke.yaml",
+            "--out",
+            out,
+            f"parallel.host_malloc={mode}",
+            "train.checkpoint_every=0",
+            timeout=900,
+            fake_devices=8,
+        )
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        keys = ("loss", "val_map", "val_mrr", "test_map", "test_mrr")
+        metrics = map(json.loads, (out / "metrics.jsonl").read_text().splitlines())
+        rows.append([[r[k] for k in keys] for r in metrics])
+        states.append(json.loads((out / "summary.json").read_text())["host_malloc"])
+    assert rows[0] == rows[1] and len(rows[0]) > 0
+    expect = "retain" if host_memory._glibc() is not None else "unsupported"
+    assert states == ["system", expect]
