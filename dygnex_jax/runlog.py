@@ -198,6 +198,13 @@ def early_stop_note(config: Config, history: list[dict]) -> str | None:
     )
 
 
+def ended_early(config: Config, history: list[dict]) -> str | None:
+    """``early_stop_note`` of a run that stopped before its last configured epoch (``train.epochs``);
+    None when the rule never fired or fired on the last epoch itself (the run ran all its epochs)."""
+    note = early_stop_note(config, history)
+    return note if note is not None and history[-1]["epoch"] < config.train.epochs else None
+
+
 def summarize_run(config: Config, trainer, history: list[dict]) -> dict:
     names = TASK_METRICS[config.data.task][0]
     key, evaluated, at = _evaluated(config.data.task, history)
@@ -215,7 +222,7 @@ def summarize_run(config: Config, trainer, history: list[dict]) -> dict:
         "eval_candidates": trainer.candidate_mode,
         "epochs": len(history),
         # train.patience: the line that ended the run before train.epochs (None: it ran them all)
-        "early_stop": early_stop_note(config, history),
+        "early_stop": ended_early(config, history),
         "final": {k: history[-1].get(k) for k in pick},
         "best": {"epoch": best["epoch"], **{k: best.get(k) for k in pick}},
         "median_epoch_seconds": statistics.median(timed),

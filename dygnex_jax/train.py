@@ -27,6 +27,7 @@ from .runlog import (
     claim_out_dir,
     default_out_dir,
     early_stop_note,
+    ended_early,
     epoch_line,
     header_line,
     is_new_best,
@@ -130,7 +131,7 @@ def _train(config: Config, out: Path, resume: bool, progress: Progress, lock: ru
                 progress.line(f"checkpoint {path}")
             if stop:
                 break
-        if stop:
+        if ended_early(config, history):
             progress.line(stop)
     summary = summarize_run(config, trainer, history)
     if main:

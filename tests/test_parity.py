@@ -301,6 +301,29 @@ def test_torch_baseline_tool_writes_the_trainers_files(tmp_path):
     assert summary["devices"] == 2 and summary["model"] == "tgcn" and np.isfinite(summary["final"]["val_map"])
 
 
+@pytest.mark.parametrize(
+    "override", ["data.edge_weight=count", "model.activation=rrelu_mean", "train.patience=3", "eval.test=at_best"]
+)
+def test_torch_baseline_refuses_what_it_does_not_implement(tmp_path, override):
+    """A setting the baseline would silently train without (unit edges, ReLU, no early stop, test every
+    evaluation) is one line, exit 2, and no run folder."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    out = tmp_path / "run"
+    cmd = [sys.executable, "tools/torch_baseline.py", "--config", "configs/smoke.yaml", "--procs", "1"]
+    cmd += ["--out", str(out), "model.name=egcn_o", override]
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+    proc = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = proc.stderr.strip().splitlines()
+    key = override.split("=")[0]
+    assert len(lines) == 1 and lines[0].startswith("error: the PyTorch baseline does not implement " + key)
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("name", ["tgcn", "egcn_o"])
 def test_same_initial_values_train_alike(tmp_path, name):
     """``tools/same_init.py``: PyG-T's initial weights copied into ours, both trained 2 epochs on the same

@@ -17,7 +17,7 @@ from dygnex_jax.errors import UserError
 from dygnex_jax.models.layers import RRELU_MEAN_SLOPE, activation
 from dygnex_jax.plan import planned_epochs
 from dygnex_jax.research import reproduce
-from dygnex_jax.runlog import early_stop_note, is_new_best
+from dygnex_jax.runlog import early_stop_note, ended_early, is_new_best
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = str(REPO / "configs" / "smoke.yaml")
@@ -44,6 +44,15 @@ def test_early_stop_counts_evaluations_without_a_strictly_better_val():
     assert early_stop_note(config, history([None, None, None, None])) is None  # nothing evaluated
     # NaN evaluations are no evaluations of the metric
     assert early_stop_note(config, history([0.3, float("nan"), float("nan"), float("nan")])) is None
+
+
+def test_a_run_ended_early_only_before_its_last_epoch():
+    """The rule firing on the last configured epoch is no early end (summary.json early_stop is null)."""
+    rows = history([0.1, 0.3, None, 0.2, 0.3, 0.25])  # the rule fires at epoch 6
+    assert early_stop_note(load_config(None, ["train.patience=2", "train.epochs=6"]), rows) is not None
+    assert ended_early(load_config(None, ["train.patience=2", "train.epochs=6"]), rows) is None
+    assert "after epoch 6" in ended_early(load_config(None, ["train.patience=2", "train.epochs=7"]), rows)
+    assert ended_early(load_config(None, ["train.patience=2", "train.epochs=7"]), rows[:5]) is None
 
 
 def test_early_stop_of_a_metric_to_minimise():

@@ -76,6 +76,30 @@ def _ends(pairs: np.ndarray):
     return p[:, 0], p[:, 1]
 
 
+# Settings our trainer implements and this baseline does not: any other value than the one here is refused
+# rather than silently trained without (unit edges, ReLU, every epoch, every evaluation with test).
+SUPPORTED = {
+    "data.task": "link",
+    "data.edge_weight": "none",
+    "model.activation": "relu",
+    "train.patience": 0,
+    "eval.start": 1,
+    "eval.test": "always",
+}
+
+
+def check_supported(config: Config) -> None:
+    """UserError naming the first setting of ``config`` this baseline does not implement."""
+    for key, want in SUPPORTED.items():
+        section, name = key.split(".")
+        got = getattr(getattr(config, section), name)
+        if got != want:
+            raise UserError(
+                f"the PyTorch baseline does not implement {key}={got}: use {key}={want} for it "
+                "(dygnex_jax train runs the setting)"
+            )
+
+
 class Runner:
     """One rank's model, optimiser and data (``rank`` 0 also evaluates and writes)."""
 
@@ -86,6 +110,7 @@ class Runner:
 
         if layout not in LAYOUTS:
             raise UserError(f"unknown layout {layout!r}: choose one of {', '.join(LAYOUTS)}")
+        check_supported(config)
         self.config, self.rank, self.world, self.layout = config, rank, world, layout
         c = config
         torch.manual_seed(c.train.seed)
@@ -265,6 +290,7 @@ def run(config: Config, out_dir: str | Path, procs: int = 1, threads: int = 1, l
 
     if layout not in LAYOUTS:
         raise UserError(f"unknown --layout {layout!r}: choose one of {', '.join(LAYOUTS)}")
+    check_supported(config)  # before the run's folder exists
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     dump_config(config, out / "config.yaml")
