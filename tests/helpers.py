@@ -59,6 +59,21 @@ def run_tool(script: str, *args, timeout: float = 300) -> subprocess.CompletedPr
     return run_python([REPO / "tools" / script, *args], timeout=timeout, fake_devices=8)
 
 
+def smoke_run(out, *overrides: str) -> tuple[list[list], dict]:
+    """``train --config configs/smoke.yaml --out OUT OVERRIDES train.checkpoint_every=0`` on 8 fake
+    devices -> (every epoch's loss and val / test MAP and MRR, summary.json)."""
+    import json
+
+    proc = run_cli(
+        "train", "--config", "configs/smoke.yaml", "--out", out, *overrides, "train.checkpoint_every=0",
+        timeout=900, fake_devices=8,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    keys = ("loss", "val_map", "val_mrr", "test_map", "test_mrr")
+    rows = [[r[k] for k in keys] for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())]
+    return rows, json.loads((out / "summary.json").read_text())
+
+
 def assert_one_line_error(proc, *fragments):
     """``proc`` exited 2 with exactly one ``error: ...`` line on stderr that contains every fragment."""
     assert proc.returncode == 2, proc.stdout + proc.stderr

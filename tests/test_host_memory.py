@@ -3,11 +3,10 @@ changes no result."""
 
 from __future__ import annotations
 
-import json
 import sys
 
 import pytest
-from helpers import run_cli, run_python
+from helpers import run_python, smoke_run
 
 from dygnex_jax import cost_cache, host_memory
 from dygnex_jax.config import load_config
@@ -86,23 +85,9 @@ def test_results_are_bit_identical_with_the_heap_retained_or_not(tmp_path):
     its summary says which held."""
     rows, states = [], []
     for mode in ("system", "retain"):
-        out = tmp_path / mode
-        proc = run_cli(
-            "train",
-            "--config",
-            "configs/smoke.yaml",
-            "--out",
-            out,
-            f"parallel.host_malloc={mode}",
-            "train.checkpoint_every=0",
-            timeout=900,
-            fake_devices=8,
-        )
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        keys = ("loss", "val_map", "val_mrr", "test_map", "test_mrr")
-        metrics = map(json.loads, (out / "metrics.jsonl").read_text().splitlines())
-        rows.append([[r[k] for k in keys] for r in metrics])
-        states.append(json.loads((out / "summary.json").read_text())["host_malloc"])
+        metrics, summary = smoke_run(tmp_path / mode, f"parallel.host_malloc={mode}")
+        rows.append(metrics)
+        states.append(summary["host_malloc"])
     assert rows[0] == rows[1] and len(rows[0]) > 0
     expect = "retain" if host_memory._glibc() is not None else "unsupported"
     assert states == ["system", expect]

@@ -302,7 +302,8 @@ def test_torch_baseline_tool_writes_the_trainers_files(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "override", ["data.edge_weight=count", "model.activation=rrelu_mean", "train.patience=3", "eval.test=at_best"]
+    "override",
+    ["data.edge_weight=count", "model.activation=rrelu_mean", "train.patience=3", "eval.test=at_best"],
 )
 def test_torch_baseline_refuses_what_it_does_not_implement(tmp_path, override):
     """A setting the baseline would silently train without (unit edges, ReLU, no early stop, test every

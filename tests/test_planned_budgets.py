@@ -4,12 +4,11 @@ compilation cache changes no bit."""
 
 import dataclasses
 import functools
-import json
 
 import jax
 import numpy as np
 import pytest
-from helpers import SMALL, make_trainer, run_cli
+from helpers import SMALL, make_trainer, smoke_run
 
 from dygnex_jax import plan
 
@@ -99,24 +98,9 @@ def test_results_are_bit_identical_with_the_cache_off_cold_and_warm(tmp_path):
     the same losses and metrics; the warm run hits the cache."""
     rows, summaries = [], []
     for i, cache in enumerate(["off", str(tmp_path / "xla"), str(tmp_path / "xla")]):
-        out = tmp_path / f"run{i}"
-        proc = run_cli(
-            "train",
-            "--config",
-            "configs/smoke.yaml",
-            "--out",
-            out,
-            f"parallel.compile_cache={cache}",
-            "train.checkpoint_every=0",
-            timeout=900,
-            fake_devices=8,
-        )
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        keys = ("loss", "val_map", "val_mrr", "test_map", "test_mrr")
-        rows.append(
-            [[r[k] for k in keys] for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())]
-        )
-        summaries.append(json.loads((out / "summary.json").read_text()))
+        metrics, summary = smoke_run(tmp_path / f"run{i}", f"parallel.compile_cache={cache}")
+        rows.append(metrics)
+        summaries.append(summary)
     assert rows[0] == rows[1] == rows[2]
     off, cold, warm = (s["compile_cache"] for s in summaries)
     assert off["dir"] is None and off["hits"] == 0
