@@ -27,7 +27,9 @@ from .config_yaml import coerce, key_differences, parse_override, read_yaml
 from .data.cumulative import check_targets
 from .data.timerange import TimePoint, time_range
 from .errors import UserError
+from .host_memory import CHOICES as _HOST_MALLOC
 from .resources import check_config
+from .schedule.greedy import COMPOSE as _COMPOSE
 from .strategies import METHODS as _METHODS
 from .strategies import WINDOW_METHODS as _WINDOW_METHODS
 
@@ -222,7 +224,9 @@ class ScheduleConfig:
     # (a stratified random mini-batch); "rows" = B/P random rows of P equal-cost windows; "sorted" =
     # B consecutive windows of the cost order. Later ones balance better, earlier ones mix better.
     # "auto": sorted while B/P <= 4 (few windows per device balance only when similar), else strata.
-    compose: str = key("auto", choices=("auto", "strata", "rows", "sorted"))
+    # "chrono": B consecutive windows in time order, the steps in time order every epoch (EvolveGCN's
+    # protocol; never fitted across steps): only the placement balances.
+    compose: str = key("auto", choices=_COMPOSE)
     # Cost-ordered methods under planned budgets: fit every planned epoch's steps to one budget
     # (schedule.greedy.balance_epoch: windows swapped across the steps of an epoch so the largest
     # (step, device) slot per column shrinks, earlier epochs' maxima as the floor); false: each step
@@ -312,7 +316,7 @@ class ParallelConfig:
     # Host memory (host_memory.py): "retain" = the C library (glibc) keeps freed memory for the next
     # step instead of returning it to the kernel and faulting it in again (CPU steps 1.3-1.6x faster,
     # the same peak); "system" = the C library's defaults. Process-wide; no effect on results.
-    host_malloc: str = key("retain", choices=("retain", "system"))
+    host_malloc: str = key("retain", choices=_HOST_MALLOC)
 
 
 @dataclasses.dataclass

@@ -39,7 +39,7 @@ from .padding import (
 from .plan_report import plot_loads, print_table, write_json  # noqa: F401  (the command's output)
 from .schedule import Schedule, cost_weights, schedule
 from .schedule.cost import CostModel
-from .schedule.greedy import balance_epoch
+from .schedule.greedy import FIXED_STEPS, balance_epoch
 from .schedule.ilp import require_installed
 from .schedule.metrics import (
     padding_efficiency,
@@ -260,7 +260,7 @@ def plan_run(
     for compose in composes:
         scheds, needs = pl.attempt(method, compose)
         plain[compose] = (scheds, needs, consider(compose, compose, "", scheds, needs, COMPOSE_MARGIN))
-    if cost_ordered and settings.fit_epochs:
+    if cost_ordered and settings.fit_epochs and settings.compose not in FIXED_STEPS:
         # (1) every composition fitted to one budget per epoch; (2) the best plain composition fitted
         # per planned budget, each budget class apart
         chosen = best[0]

@@ -89,6 +89,19 @@ def test_compose_auto_keeps_the_cheapest_planned_composition():
     assert set(off.tried) == set(plan.COMPOSE_CANDIDATES) and not off.fitted
 
 
+def test_compose_chrono_is_planned_as_composed_never_fitted_across_steps():
+    """compose=chrono keeps time order under planned budgets: no candidate compositions, no fitting
+    across steps (schedule.fit_epochs is on), every epoch's steps the psg time-ordered ones."""
+    tr = make("train.batch_size=6", "schedule.compose=chrono")
+    run = plan.plan_run(tr.windows, tr.config, tr.n_devices, tr.layout, tr.settings, [1, 2, 3])
+    assert tr.settings.fit_epochs and run.compose == "chrono" and not run.fitted and not run.tried
+    k = len(tr.windows.costs("train", tr.config.data.neg_mult))
+    want = [list(range(i, min(i + 6, k))) for i in range(0, k, 6)]
+    for sched in run.schedules.values():
+        assert [sorted(np.concatenate(step).tolist()) for step in sched.steps] == want
+    assert all(any(b.holds(n) for b in run.budgets) for ns in run.needs.values() for n in ns)
+
+
 # slow (17 s: three CLI runs): test_checkpoint.py::test_same_config_and_seed_same_metrics runs the smoke
 # config again on the warm cache of the session and gets the same metrics, steps and parameters bit for
 # bit; test_compile_cache.py checks cold == warm outputs, hits, and that "off" writes nothing.

@@ -275,6 +275,10 @@ def test_runs_resume_where_they_stopped(tmp_path):
     linear = reproduce.plan_runs([config], [0], ["dygnex"], tmp_path, devices=8, batch=16, lr_scale="linear")
     assert "train.learning_rate=0.016" in linear[0].overrides
     assert not any(o.startswith("train.learning_rate") for o in runs[0].overrides)  # evolvegcn: as written
+    assert not any(o.startswith("schedule.compose") for o in dy.overrides)  # dygnex: the plan's choice
+    (chrono,) = reproduce.plan_runs([config], [0], ["dygnex_chrono"], tmp_path, devices=8, batch=16)
+    assert set(chrono.overrides) == set(dy.overrides) | {"schedule.compose=chrono"}
+    assert chrono.out == tmp_path / "egcn_o_uci" / "dygnex_chrono" / "seed0" and chrono.devices == 8
     argv, env = reproduce.command(dy)
     assert "--config" in argv and "train.seed=0" in argv
     assert "--xla_force_host_platform_device_count=8" in env["XLA_FLAGS"]

@@ -214,6 +214,23 @@ def test_greedy_strata_steps_take_one_window_of_every_cost_stratum():
     assert len(firsts) == 3  # the dealing is random per seed
 
 
+def test_greedy_chrono_steps_are_consecutive_windows_in_time_order():
+    """compose=chrono: psg's time-ordered steps (B consecutive windows, the short step last), the same
+    every epoch and seed whatever the costs; dygnex_g only places them, and balances no worse than psg."""
+    k, n_dev, b = 67, 4, 12
+    costs = lognormal(k, 10)
+    w = np.ones(3)
+    psg_steps = schedule(costs, n_dev, b, cfg("psg", shuffle=False), seed=0)
+    want = [list(range(i, min(i + b, k))) for i in range(0, k, b)]
+    assert [sorted(np.concatenate(step).tolist()) for step in psg_steps.steps] == want
+    for seed, epoch in [(0, 1), (1, 2), (5, 9)]:
+        s = schedule(costs, n_dev, b, cfg("dygnex_g", compose="chrono"), seed=seed, epoch=epoch)
+        assert [sorted(np.concatenate(step).tolist()) for step in s.steps] == want
+        assert step_objectives(step_loads(costs, s), w).sum() <= step_objectives(
+            step_loads(costs, psg_steps), w
+        ).sum() * (1 + 1e-12)
+
+
 def test_greedy_short_last_step_stays_last():
     costs = lognormal(50, 6)
     s = schedule(costs, 4, 16, cfg("dygnex_g"), seed=3)

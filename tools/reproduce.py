@@ -6,9 +6,10 @@ DyGNeX way; resumable.
 
 Every (cell, way, seed) trains in its own child process into OUT/<cell>/<way>/seed<s>; run the same
 command again after a kill and finished runs are skipped, an interrupted one continues from its newest
-checkpoint (``train --resume``). Ways: ``evolvegcn`` (the config as written: B = 1, one device, psg) and
+checkpoint (``train --resume``). Ways: ``evolvegcn`` (the config as written: B = 1, one device, psg),
 ``dygnex`` (dygnex_g on --devices fake devices, B = --batch, learning rate x sqrt(B) by default:
---lr-scale). After every run (and with --report) the
+--lr-scale) and ``dygnex_chrono`` (the same with ``schedule.compose=chrono``: steps of consecutive
+windows in time order, EvolveGCN's order; not in the default set). After every run (and with --report) the
 table of finished runs is written to OUT/reproduce.json and OUT/reproduce.md and printed: test MAP / MRR
 at the best val MAP, mean +- sd over seeds, beside the published value (Pareja et al., AAAI 2020,
 Table 2) with a verdict, the epochs and the wall seconds per run. Bad arguments: one line
@@ -37,7 +38,11 @@ def parse_args(argv) -> argparse.Namespace:
         "--cells", default="all", help="comma-separated config stems of configs/repro (default all)"
     )
     ap.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default 0,1,2)")
-    ap.add_argument("--ways", default="evolvegcn,dygnex", help="evolvegcn, dygnex or both (default both)")
+    ap.add_argument(
+        "--ways",
+        default=",".join(reproduce.DEFAULT_WAYS),
+        help=f"comma-separated, among {', '.join(reproduce.WAYS)} (default {','.join(reproduce.DEFAULT_WAYS)})",
+    )
     ap.add_argument("--devices", type=int, default=8, help="dygnex way: fake CPU devices (default 8)")
     ap.add_argument("--batch", type=int, default=8, help="dygnex way: windows per step (default 8)")
     ap.add_argument(

@@ -3,8 +3,9 @@ cells trained the DyGNeX way: the runs, their resumption, and the table of mean 
 
 A *cell* is one ``configs/repro/<model>_<dataset>.yaml`` (IBM's parameter file of that run, early
 stopping on val MAP); a *way* is how it trains: ``evolvegcn`` (the config as written: one window per
-step, one device, psg in time order) or ``dygnex`` (``schedule.method=dygnex_g`` on ``devices`` devices
-with ``batch`` windows per step, the learning rate scaled by ``LR_SCALES[lr_scale](batch)``: B windows a
+step, one device, psg in time order), ``dygnex`` (``schedule.method=dygnex_g`` on ``devices`` devices
+with ``batch`` windows per step, the composition the plan chooses) or ``dygnex_chrono`` (the same with
+``schedule.compose=chrono``: steps of consecutive windows in time order, as EvolveGCN trains), both with the learning rate scaled by ``LR_SCALES[lr_scale](batch)``: B windows a
 step make B times fewer updates an epoch; for Adam the square-root rule (Malladi et al., NeurIPS 2022,
 "On the SDEs and scaling rules for adaptive gradient algorithms") is the default). Every (cell, way, seed) is one run folder ``OUT/<cell>/<way>/seed<s>``
 trained by ``python -m dygnex_jax train`` in a child process (its own fake-device count); a folder with
@@ -45,7 +46,8 @@ PUBLISHED = {
     ("egcn_o", "uci_collegemsg"): (0.0270, 0.1379),
     ("egcn_o", "as733"): (0.1139, 0.2746),
 }
-WAYS = ("evolvegcn", "dygnex")
+WAYS = ("evolvegcn", "dygnex", "dygnex_chrono")
+DEFAULT_WAYS = ("evolvegcn", "dygnex")
 # The dygnex way's learning rate = the config's x LR_SCALES[name](B / the config's batch size).
 LR_SCALES = {"none": lambda r: 1.0, "sqrt": lambda r: r**0.5, "linear": lambda r: float(r)}
 RUN_LOG = "reproduce_runs.jsonl"  # OUT/<cell>/<way>/seed<s>/: one line per finished attempt (wall s)
@@ -91,7 +93,7 @@ def plan_runs(
             for way in ways:
                 over = [f"train.seed={seed}"]
                 n = 1
-                if way == "dygnex":
+                if way in ("dygnex", "dygnex_chrono"):
                     n = devices
                     over += [
                         "schedule.method=dygnex_g",
@@ -100,6 +102,8 @@ def plan_runs(
                         f"train.learning_rate={lr:.6g}",
                         "parallel.plan_epochs=100",
                     ]
+                    if way == "dygnex_chrono":
+                        over.append("schedule.compose=chrono")
                 cell = config.stem
                 runs.append(Run(cell, config, way, seed, out / cell / way / f"seed{seed}", tuple(over), n))
     return runs

@@ -14,6 +14,10 @@
      only B/P distinct time ranges); a short row (K mod P) goes to the short step.
    - ``sorted``: the order itself is cut into steps of B (heavy with heavy; the best balance, the
      least mixing), presented in a random order, the short step cut at a random place and run last.
+   - ``chrono``: no cost order: steps of B consecutive windows in time order, the same every epoch
+     (EvolveGCN's protocol: the epoch ends on the windows nearest the validation period), the short
+     step last, as ``psg`` with ``shuffle: false``; only the placement balances. Never chosen by
+     ``auto`` and never fitted across steps (``schedule.fit_epochs`` would break the time order).
 2. **Placement.** Each step's windows go onto the P devices by LPT on the multi-dimensional padded
    objective: windows in decreasing scalar cost, each to the device that minimises the resulting
    ``w · max_p load_p`` (ties to the lower scalar load); the first P go one per device. All steps
@@ -59,7 +63,9 @@ from .objective import (  # noqa: F401  (device_loads, dimension_lower_bounds: r
 LPT_POOL = 32
 LPT_REFRESH = 32  # window ranks between candidate refreshes
 _TIE_EPS = 1e-9  # LPT ties: prefer the lower scalar load (a relative nudge)
-COMPOSE = ("auto", "strata", "rows", "sorted")  # schedule.compose: how windows are grouped into steps
+COMPOSE = ("auto", "strata", "rows", "sorted", "chrono")  # schedule.compose: how windows form steps
+# compositions that keep every step a fixed set of windows: plan_run never moves windows across them
+FIXED_STEPS = ("chrono",)
 # compose=auto: "sorted" while a device gets at most this many windows per step (B / P), else
 # "strata". With few windows per device only similar windows balance (measured at P = 8: strata
 # reaches .35-.75 of the flat padded optimum at B/P = 1-2 and .88-.94 at B/P = 4, sorted .66-.96);
@@ -93,14 +99,16 @@ def order_steps(
     n_devices: int = 1,
     compose: str = "rows",
 ) -> list[np.ndarray]:
-    """The greedy step composition (``compose``: strata, rows or sorted; see the module docstring):
-    window ids per step, in the (randomised) order of the epoch, the short step last."""
+    """The greedy step composition (``compose``: strata, rows, sorted or chrono; see the module
+    docstring): window ids per step, in the (randomised) order of the epoch, the short step last."""
     if not jitter >= 0:
         raise UserError(f"schedule.jitter must be >= 0 (0 = pure cost order), got {jitter}")
     if compose not in COMPOSE:
         raise UserError(f"schedule.compose must be one of {', '.join(COMPOSE)}, got {compose!r}")
     compose = resolve_compose(compose, batch_size, n_devices)
     k = len(costs)
+    if compose == "chrono":  # time order (window ids are in time order), no randomness
+        return step_batches(np.arange(k, dtype=np.int64), batch_size)
     scalar = costs @ weights
     noise = rng.standard_normal(k)
     key = scalar * np.exp(float(jitter) * noise) if jitter > 0 else scalar
