@@ -39,7 +39,7 @@ from .padding import (
 from .plan_report import plot_loads, print_table, write_json  # noqa: F401  (the command's output)
 from .schedule import Schedule, cost_weights, schedule
 from .schedule.cost import CostModel
-from .schedule.greedy import FIXED_STEPS, balance_epoch
+from .schedule.greedy import FIXED_STEPS, SHRINK_WORK, balance_epoch
 from .schedule.ilp import require_installed
 from .schedule.metrics import (
     padding_efficiency,
@@ -292,30 +292,36 @@ def _dygnex_l_placements(pl: _Planner, compose, fit, scheds, needs, budgets, tot
 
 
 def fit_epochs(
-    scheds: dict, sched_costs: np.ndarray, weights: np.ndarray, classes: dict | None = None
+    scheds: dict,
+    sched_costs: np.ndarray,
+    weights: np.ndarray,
+    classes: dict | None = None,
+    shrink_work: float = SHRINK_WORK,
 ) -> dict:
     """Every epoch's steps fitted to their budget (``schedule.fit_epochs``; ``greedy.balance_epoch``):
     with ``classes`` None all steps of an epoch as one budget; else ``classes[e]`` gives every step of
     epoch e a budget class (the planned budget it pays) and the steps of each class are fitted
     together, so a heavy class stays heavy. Epochs in order, each class's floor the per-column maxima
     of that class in the epochs before (a later epoch gains nothing below what an earlier one already
-    pays). The time it takes is added to each schedule's ``seconds``; deterministic."""
+    pays). ``shrink_work``: ``balance_epoch``'s (0: the local search alone). The time it takes is
+    added to each schedule's ``seconds``; deterministic."""
     out, floors = {}, {}
     for e in sorted(scheds):
         sc = scheds[e]
         start = time.perf_counter()
         steps = list(sc.steps)
         cls = classes[e] if classes is not None else [0] * len(steps)
-        totals = {"iterations": 0, "moves": 0, "swaps": 0, "work": 0}
+        totals = {"iterations": 0, "moves": 0, "swaps": 0, "work": 0, "shrink_targets": 0}
         for c in sorted(set(cls)):
             idx = [i for i, x in enumerate(cls) if x == c]
             fitted, maxima, stats = balance_epoch(
-                sched_costs, [steps[i] for i in idx], weights, floors.get(c)
+                sched_costs, [steps[i] for i in idx], weights, floors.get(c), shrink_work=shrink_work
             )
             floors[c] = maxima if c not in floors else np.maximum(floors[c], maxima)
             for i, f in zip(idx, fitted):
                 steps[i] = f
-            totals = {k: totals[k] + stats[k] for k in totals}
+            totals = {k: totals[k] + stats.get(k, 0) for k in totals}
+            totals["shrink_targets"] += stats.get("shrink", {}).get("targets", 0)
         out[e] = dataclasses.replace(
             sc,
             steps=steps,

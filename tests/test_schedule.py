@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -28,6 +29,7 @@ from dygnex_jax.schedule.metrics import (
     step_objectives,
 )
 
+REPO = Path(__file__).resolve().parents[1]
 METHODS = ("psg", "dygnex_g", "dygnex_l")
 
 
@@ -83,6 +85,49 @@ def test_balance_epoch_keeps_the_steps_and_lowers_the_largest_slot(compose):
         before = _slot_maxima(c, sched.steps) @ w
         assert maxima @ w <= before * (1 + 1e-12)
         assert maxima @ w < 0.97 * before and stats["swaps"] > 0
+
+
+def test_balance_epoch_shrink_never_raises_the_objective_nor_passes_the_bounds():
+    """shrink (target descent with overflow repair) after the local search: the one-budget objective is
+    never higher than the local search's alone and never below the per-column lower bounds (largest
+    window, mean slot); steps keep their sizes; the same input gives the same output."""
+    w = np.array([1.0, 1.0, 2.0])
+    for seed, sigma in itertools.product(range(4), (0.3, 0.8)):
+        c = lognormal(90, 20 + seed, sigma=sigma)
+        sched = schedule(c, 8, 32, cfg("dygnex_g", compose="strata"), seed=seed, epoch=1)
+        _, m0, _ = greedy.balance_epoch(c, sched.steps, w, shrink_work=0)
+        steps, m1, stats = greedy.balance_epoch(c, sched.steps, w)
+        again, _, _ = greedy.balance_epoch(c, sched.steps, w)
+        dataclasses.replace(sched, steps=steps).validate(len(c))
+        assert [sum(map(len, st)) for st in steps] == [sum(map(len, st)) for st in sched.steps]
+        np.testing.assert_allclose(m1, _slot_maxima(c, steps))
+        assert all(np.array_equal(a, b) for sa, sb in zip(steps, again) for a, b in zip(sa, sb))
+        bound = np.maximum(c.max(axis=0), c.sum(axis=0) / 24)
+        assert np.all(m1 >= bound * (1 - 1e-9)) and m1 @ w <= m0 @ w * (1 + 1e-12)
+        assert stats["shrink"]["work"] <= greedy.SHRINK_WORK + 90 * 90
+
+
+def test_fit_epochs_with_shrink_pays_less_on_bitcoin_otc(data_root):
+    """Where the local search leaves the run's one budget well above what the windows need —
+    Bitcoin-OTC at P = 8, B = 32 (90 windows in 24 slots per epoch, one window above the mean slot in
+    edges and pairs), ten epochs fitted in turn, each floored by the ones before — shrink lowers the
+    budget (the maxima over every epoch's slots) by more than 3 %."""
+    from dygnex_jax.config import load_config, step_layout
+    from dygnex_jax.data import datasets
+    from dygnex_jax.data.node_windows import task_windows
+    from dygnex_jax.padding import layout_view
+    from dygnex_jax.plan import fit_epochs
+
+    config = load_config(REPO / "configs" / "egcn_o_bitcoin_otc.yaml", ["train.batch_size=32"])
+    ws = task_windows(datasets.load_dataset(config.data), config.data)
+    c = layout_view(ws.costs("train", config.data.neg_mult), ws.edge_profile("train"), step_layout(config))[0]
+    w = np.ones(3)
+    scheds = {e: schedule(c, 8, 32, cfg("dygnex_g", compose="strata"), seed=0, epoch=e) for e in range(1, 11)}
+    budget = {}
+    for work in (0, greedy.SHRINK_WORK):
+        fitted = fit_epochs(scheds, c, w, shrink_work=work)
+        budget[work] = np.max([_slot_maxima(c, f.steps) for f in fitted.values()], axis=0) @ w
+    assert budget[greedy.SHRINK_WORK] < 0.97 * budget[0]
 
 
 def test_balance_epoch_gains_nothing_below_its_floor():

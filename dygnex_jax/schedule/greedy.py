@@ -48,6 +48,7 @@ from .local_search import (  # noqa: F401  (balance_epoch, improve: re-exported)
     LOCAL_ITERS_MIN,
     LOCAL_ITERS_PER_WINDOW,
     LOCAL_WORK_EPOCH,
+    SHRINK_WORK,
     balance_epoch,
     improve,
 )

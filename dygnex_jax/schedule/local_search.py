@@ -22,6 +22,13 @@ LOCAL_WORK_ITERATION = 3_000
 SWAP_PARTNERS = 8
 ALL_PARTNERS_MAX_DEVICES = 32
 _REL_TOL = 1e-9
+# ``shrink`` (after balance_epoch's local search): at most this many evaluated moves and swaps per
+# epoch and budget class (~0.2 s of numpy on the dev machine), a repair at most SHRINK_REPAIR_ITERS
+# changes, and the descent tries these fractions of a column's gap to its lower bound in turn.
+SHRINK_WORK = 20_000_000
+SHRINK_REPAIR_ITERS = 400
+SHRINK_MAX_SLOTS = 1024  # above this many (step, device) slots in a class (simulations) it is skipped
+SHRINK_FRACTIONS = (1.0, 0.5, 0.25, 0.1, 0.03)
 
 
 def _top3(loads: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -228,12 +235,134 @@ def _pick(
     return None
 
 
+def shrink(
+    c: np.ndarray,
+    slot: np.ndarray,
+    n_slots: int,
+    weights: np.ndarray,
+    groups: np.ndarray,
+    floor: np.ndarray | None = None,
+    max_work: float = SHRINK_WORK,
+) -> tuple[np.ndarray, dict]:
+    """Lower the per-column maxima over the slots towards their lower bounds (target descent).
+
+    The local search minimises ``w · max`` directly, and stops where every single move or swap
+    raises some column's maximum. Here a column's target is lowered (straight to its lower bound,
+    then by a half, a quarter, ... of the gap: ``SHRINK_FRACTIONS``) and the windows are *repaired*
+    to it: the slot with the most weighted overflow ``Σ_k w_k max(0, load_k - target_k)`` gives the
+    move (within its group) or swap (with any window on another slot) that lowers the total overflow
+    most, until none is left (the target is kept and the maxima set to the new loads) or no change
+    lowers it (the target is dropped). The overflow of a change involves its two slots only, so a
+    repair climbs a smooth surface where ``w · max`` is flat. Lower bounds: per column the largest
+    window, the mean load over the slots, and ``floor`` (below an already paid maximum nothing is
+    gained). Never raises the objective; deterministic; at most ``max_work`` evaluated changes.
+
+    Args/returns: as ``improve`` (c [n, D], slot [n] in 0..n_slots-1, groups [n_slots]); stats
+    {"targets": kept targets, "repairs": tried, "work": evaluated changes}.
+    """
+    slot = slot.copy()
+    stats = {"targets": 0, "repairs": 0, "work": 0}
+    n = len(c)
+    if n < 2 or n_slots < 2:
+        return slot, stats
+    active = np.flatnonzero(weights > 0)
+    w = np.asarray(weights, np.float64)[active]
+    c = np.asarray(c, np.float64)[:, active]
+    loads = device_loads(c, slot, n_slots)
+    target = loads.max(axis=0)
+    lower = np.maximum(c.max(axis=0), c.sum(axis=0) / n_slots)
+    if floor is not None:
+        lower = np.maximum(lower, np.asarray(floor, np.float64)[active])
+    while stats["work"] < max_work:
+        kept = False
+        for k in np.argsort(-(target * w), kind="stable"):
+            gap = target[k] - lower[k]
+            if gap <= _REL_TOL * max(target[k], 1e-300):
+                continue
+            for frac in SHRINK_FRACTIONS:
+                want = target.copy()
+                want[k] = target[k] - frac * gap
+                stats["repairs"] += 1
+                got, ok = _repair(c, slot, loads, want, groups, w, stats, max_work)
+                if ok:
+                    slot, kept = got, True
+                    loads = device_loads(c, slot, n_slots)
+                    target = loads.max(axis=0)
+                    stats["targets"] += 1
+                    break
+                if stats["work"] >= max_work:
+                    break
+            if kept or stats["work"] >= max_work:
+                break
+        if not kept:
+            break
+    return slot, stats
+
+
+def _repair(
+    c: np.ndarray,
+    slot: np.ndarray,
+    loads: np.ndarray,
+    target: np.ndarray,
+    groups: np.ndarray,
+    w: np.ndarray,
+    stats: dict,
+    max_work: float,
+) -> tuple[np.ndarray, bool]:
+    """``shrink``'s repair of ``slot`` to ``target``: (the repaired slots, True) or (_, False)."""
+    slot, loads = slot.copy(), loads.copy()
+    for _ in range(SHRINK_REPAIR_ITERS):
+        over = np.maximum(loads - target, 0.0) @ w  # [S]
+        a = int(np.argmax(over))
+        if over[a] <= _REL_TOL * float(target @ w):
+            return slot, True
+        if stats["work"] >= max_work:
+            return slot, False
+        ia = np.flatnonzero(slot == a)
+        best, change = -_REL_TOL * over[a], None
+        partners = np.flatnonzero(groups == groups[a])
+        partners = partners[partners != a]
+        if len(partners):  # moves of a window of a within its group
+            da = np.maximum(loads[a] - c[ia] - target, 0.0) @ w - over[a]  # [ia]
+            db = np.maximum(loads[partners][None] + c[ia][:, None] - target, 0.0) @ w - over[partners]
+            delta = da[:, None] + db
+            i, j = np.unravel_index(int(np.argmin(delta)), delta.shape)
+            stats["work"] += delta.size
+            if delta[i, j] < best:
+                best, change = delta[i, j], ("move", int(ia[i]), int(partners[j]))
+        jb = np.flatnonzero(slot != a)  # swaps with a window on any other slot
+        if len(jb):
+            d = c[ia][:, None, :] - c[jb][None, :, :]  # what leaves a
+            sb = slot[jb]
+            delta = (np.maximum(loads[a] - d - target, 0.0) @ w - over[a]) + (
+                np.maximum(loads[sb][None] + d - target, 0.0) @ w - over[sb][None]
+            )
+            i, j = np.unravel_index(int(np.argmin(delta)), delta.shape)
+            stats["work"] += delta.size
+            if delta[i, j] < best:
+                best, change = delta[i, j], ("swap", int(ia[i]), int(jb[j]))
+        if change is None:
+            return slot, False
+        kind, i, j = change
+        if kind == "move":
+            loads[a] -= c[i]
+            loads[j] += c[i]
+            slot[i] = j
+        else:
+            b = int(slot[j])
+            loads[a] -= c[i] - c[j]
+            loads[b] += c[i] - c[j]
+            slot[i], slot[j] = b, a
+    return slot, False
+
+
 def balance_epoch(
     costs: np.ndarray,
     steps: list[list[np.ndarray]],
     weights: np.ndarray,
     floor: np.ndarray | None = None,
     max_work: float = LOCAL_WORK_EPOCH,
+    shrink_work: float = SHRINK_WORK,
 ) -> tuple[list[list[np.ndarray]], np.ndarray, dict]:
     """One epoch's steps fitted to one budget: the local search of ``improve`` over all (step, device)
     slots of the epoch at once, on ``w · max(floor, max over slots of load)``, with swaps across steps
@@ -242,7 +371,8 @@ def balance_epoch(
     Under planned budgets a step pays the cheapest budget holding its need, so what an epoch pays is
     set by its largest slots, not by each step's own balance: a heavy step swaps its heaviest windows
     for lighter ones of a light step. ``floor``: the per-column maxima already paid (earlier epochs'),
-    below which nothing is gained. Deterministic (work-bounded like ``improve``).
+    below which nothing is gained. Then ``shrink`` (``shrink_work`` > 0, at most ``SHRINK_MAX_SLOTS``
+    slots) lowers the maxima further by target descent. Deterministic (work-bounded).
 
     Returns (steps [s][p] window ids, [D] the per-column maxima over the slots, stats).
     """
@@ -256,6 +386,8 @@ def balance_epoch(
     groups = np.repeat(np.arange(len(steps)), n_devices)
     cap = LOCAL_ITERS_PER_WINDOW * len(ids) + LOCAL_ITERS_MIN
     slot, stats = improve(costs[ids], slot, n_slots, weights, cap, max_work, groups=groups, floor=floor)
+    if shrink_work > 0 and n_slots <= SHRINK_MAX_SLOTS:
+        slot, stats["shrink"] = shrink(costs[ids], slot, n_slots, weights, groups, floor, shrink_work)
     out = [[ids[slot == s * n_devices + p] for p in range(n_devices)] for s in range(len(steps))]
     maxima = device_loads(costs[ids], slot, n_slots).max(axis=0)
     return out, maxima, stats
