@@ -41,6 +41,19 @@ def cli(src: Path, env: dict, what: str, *argv: str) -> subprocess.CompletedProc
     return proc
 
 
+# key=value overrides renamed after main at 6fa57bf: new key -> the old one
+RENAMED = {"eval.every": "train.eval_every"}
+
+
+def baseline_key(src: Path, override: str) -> str:
+    """``override`` with its key's old name where the checkout ``src`` predates a rename."""
+    key, _, value = override.partition("=")
+    old = RENAMED.get(key)
+    if old and f"{old.split('.')[-1]}:" in (src / "dygnex_jax" / "config.py").read_text():
+        return f"{old}={value}"
+    return override
+
+
 def run(src: Path, dataset: str, method: str, args, out: Path) -> dict:
     """Train one case with the dygnex_jax found in ``src``; its figures."""
     env = {
@@ -63,6 +76,8 @@ def run(src: Path, dataset: str, method: str, args, out: Path) -> dict:
     ]
     if src == REPO:  # compilations measured cold, as the baseline (which has no persistent cache) pays them
         overrides.append("parallel.compile_cache=off")
+    else:  # keys renamed since the baseline: give it its own names
+        overrides = [baseline_key(src, o) for o in overrides]
     config = str(REPO / CONFIG)
     load = os.getloadavg()[0]
     cli(src, env, f"{dataset} {method}", "train", "--config", config, "--out", str(out), *overrides)
