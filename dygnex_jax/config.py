@@ -229,8 +229,8 @@ class ScheduleConfig:
     compose: str = key("auto", choices=_COMPOSE)
     # Cost-ordered methods under planned budgets: fit every planned epoch's steps to one budget
     # (schedule.greedy.balance_epoch: windows swapped across the steps of an epoch so the largest
-    # (step, device) slot per column shrinks, earlier epochs' maxima as the floor); false: each step
-    # balanced on its own.
+    # (step, device) slot per column shrinks, earlier epochs' maxima as the floor; then its shrink:
+    # per-column targets lowered and the windows repaired to them); false: each step balanced alone.
     fit_epochs: bool = True
     alpha: float = key(1.0, "[0, inf)")  # padded-objective weight of max nodes per device
     beta: float = key(1.0, "[0, inf)")  # ... of max edges per device
