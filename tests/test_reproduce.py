@@ -279,6 +279,17 @@ def test_runs_resume_where_they_stopped(tmp_path):
     (chrono,) = reproduce.plan_runs([config], [0], ["dygnex_chrono"], tmp_path, devices=8, batch=16)
     assert set(chrono.overrides) == set(dy.overrides) | {"schedule.compose=chrono"}
     assert chrono.out == tmp_path / "egcn_o_uci" / "dygnex_chrono" / "seed0" and chrono.devices == 8
+    # patience in optimiser updates: x 16 / 1 for the dygnex ways (own way name and folder), as written
+    # for the EvolveGCN way
+    evo, slow = reproduce.plan_runs(
+        [config], [0], ["evolvegcn", "dygnex"], tmp_path, devices=8, batch=16, patience_scale="updates"
+    )
+    assert evo == runs[0]
+    assert (
+        slow.way == "dygnex-patience800"
+        and slow.out == tmp_path / "egcn_o_uci" / "dygnex-patience800" / "seed0"
+    )
+    assert set(slow.overrides) - set(dy.overrides) == {"train.patience=800"}
     argv, env = reproduce.command(dy)
     assert "--config" in argv and "train.seed=0" in argv
     assert "--xla_force_host_platform_device_count=8" in env["XLA_FLAGS"]

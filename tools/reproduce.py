@@ -51,6 +51,13 @@ def parse_args(argv) -> argparse.Namespace:
         choices=sorted(reproduce.LR_SCALES),
         help="dygnex way: learning rate x sqrt(B) (default), x B (linear) or unchanged (none)",
     )
+    ap.add_argument(
+        "--patience-scale",
+        default="none",
+        choices=reproduce.PATIENCE_SCALES,
+        help="dygnex ways: train.patience as written (none, default) or x B / the config's batch "
+        "(updates: as many optimiser updates without progress as the EvolveGCN way; way <way>-patience<N>)",
+    )
     ap.add_argument("--out", default="runs/repro", help="output folder (default runs/repro)")
     ap.add_argument("--report", action="store_true", help="only write and print the table of finished runs")
     return ap.parse_args(argv)
@@ -101,7 +108,9 @@ def main(argv=None) -> int:
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {str(out)!r} is a file: choose a directory")
     out.mkdir(parents=True, exist_ok=True)
-    runs = reproduce.plan_runs(configs, seeds, ways, out, args.devices, args.batch, args.lr_scale)
+    runs = reproduce.plan_runs(
+        configs, seeds, ways, out, args.devices, args.batch, args.lr_scale, args.patience_scale
+    )
     if args.report:
         report(out, runs)
         return 0

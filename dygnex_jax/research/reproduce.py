@@ -47,6 +47,7 @@ PUBLISHED = {
     ("egcn_o", "as733"): (0.1139, 0.2746),
 }
 WAYS = ("evolvegcn", "dygnex", "dygnex_chrono")
+PATIENCE_SCALES = ("none", "updates")
 DEFAULT_WAYS = ("evolvegcn", "dygnex")
 # The dygnex way's learning rate = the config's x LR_SCALES[name](B / the config's batch size).
 LR_SCALES = {"none": lambda r: 1.0, "sqrt": lambda r: r**0.5, "linear": lambda r: float(r)}
@@ -80,15 +81,20 @@ def plan_runs(
     devices: int,
     batch: int,
     lr_scale: str = "sqrt",
+    patience_scale: str = "none",
 ) -> list[Run]:
     """Every (cell, way, seed) run: cells in the given order, then seeds, then ways (so that a partial
-    reproduction has both ways of its first seeds)."""
+    reproduction has both ways of its first seeds). ``patience_scale`` "updates": the dygnex ways'
+    ``train.patience`` x B / the config's batch size, so a run stops after
+    as many optimiser updates without a better val metric as the EvolveGCN way; those runs are the way
+    ``<way>-patience<N>`` (their own folders and table rows)."""
     from ..config import load_config
 
     runs = []
     for config in configs:
         train = load_config(config).train
         lr = train.learning_rate * LR_SCALES[lr_scale](batch / train.batch_size)
+        scale = max(1, round(batch / train.batch_size)) if patience_scale == "updates" else 1
         for seed in seeds:
             for way in ways:
                 over = [f"train.seed={seed}"]
@@ -104,8 +110,12 @@ def plan_runs(
                     ]
                     if way == "dygnex_chrono":
                         over.append("schedule.compose=chrono")
+                name = way
+                if way != "evolvegcn" and scale > 1 and train.patience:
+                    over.append(f"train.patience={train.patience * scale}")
+                    name = f"{way}-patience{train.patience * scale}"
                 cell = config.stem
-                runs.append(Run(cell, config, way, seed, out / cell / way / f"seed{seed}", tuple(over), n))
+                runs.append(Run(cell, config, name, seed, out / cell / name / f"seed{seed}", tuple(over), n))
     return runs
 
 
