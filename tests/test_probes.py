@@ -111,7 +111,7 @@ PROBES = [
     Probe("jitter-negative", f"{S} schedule.jitter=-1", "error", ">= 0 and finite"),
     Probe("alpha-nan", f"{S} schedule.alpha=.nan", "error", ">= 0 and finite"),
     Probe("time-limit-zero", f"{S} schedule.time_limit=0", "error", "positive and finite"),
-    Probe("compose-other", f"{S} schedule.compose=x", "error", "auto, strata, rows or sorted"),
+    Probe("compose-other", f"{S} schedule.compose=x", "error", "auto, strata, rows, sorted or chrono"),
     Probe("devices-negative", f"{S} parallel.devices=-1", "error", ">= 0"),
     Probe("max-budgets-zero", f"{S} parallel.max_budgets=0", "error", "in 1..64"),
     Probe("max-budgets-65", f"{S} parallel.max_budgets=65", "error", "in 1..64"),
