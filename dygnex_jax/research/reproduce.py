@@ -5,7 +5,8 @@ A *cell* is one ``configs/repro/<model>_<dataset>.yaml`` (IBM's parameter file o
 stopping on val MAP); a *way* is how it trains: ``evolvegcn`` (the config as written: one window per
 step, one device, psg in time order), ``dygnex`` (``schedule.method=dygnex_g`` on ``devices`` devices
 with ``batch`` windows per step, the composition the plan chooses) or ``dygnex_chrono`` (the same with
-``schedule.compose=chrono``: steps of consecutive windows in time order, as EvolveGCN trains), both with the learning rate scaled by ``LR_SCALES[lr_scale](batch)``: B windows a
+``schedule.compose=chrono``: steps of consecutive windows in time order, as EvolveGCN trains), both
+with the learning rate scaled by ``LR_SCALES[lr_scale](batch)``: B windows a
 step make B times fewer updates an epoch; for Adam the square-root rule (Malladi et al., NeurIPS 2022,
 "On the SDEs and scaling rules for adaptive gradient algorithms") is the default). Every (cell, way, seed) is one run folder ``OUT/<cell>/<way>/seed<s>``
 trained by ``python -m dygnex_jax train`` in a child process (its own fake-device count); a folder with
@@ -98,9 +99,9 @@ def plan_runs(
         for seed in seeds:
             for way in ways:
                 over = [f"train.seed={seed}"]
-                n = 1
-                if way in ("dygnex", "dygnex_chrono"):
-                    n = devices
+                dygnex = way != "evolvegcn"
+                n = devices if dygnex else 1
+                if dygnex:
                     over += [
                         "schedule.method=dygnex_g",
                         f"parallel.devices={devices}",
@@ -111,7 +112,7 @@ def plan_runs(
                     if way == "dygnex_chrono":
                         over.append("schedule.compose=chrono")
                 name = way
-                if way != "evolvegcn" and scale > 1 and train.patience:
+                if dygnex and scale > 1 and train.patience:
                     over.append(f"train.patience={train.patience * scale}")
                     name = f"{way}-patience{train.patience * scale}"
                 cell = config.stem

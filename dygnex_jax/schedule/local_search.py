@@ -283,10 +283,9 @@ def shrink(
                 want = target.copy()
                 want[k] = target[k] - frac * gap
                 stats["repairs"] += 1
-                got, ok = _repair(c, slot, loads, want, groups, w, stats, max_work)
+                got, got_loads, ok = _repair(c, slot, loads, want, groups, w, stats, max_work)
                 if ok:
-                    slot, kept = got, True
-                    loads = device_loads(c, slot, n_slots)
+                    slot, loads, kept = got, got_loads, True
                     target = loads.max(axis=0)
                     stats["targets"] += 1
                     break
@@ -308,16 +307,17 @@ def _repair(
     w: np.ndarray,
     stats: dict,
     max_work: float,
-) -> tuple[np.ndarray, bool]:
-    """``shrink``'s repair of ``slot`` to ``target``: (the repaired slots, True) or (_, False)."""
+) -> tuple[np.ndarray, np.ndarray, bool]:
+    """``shrink``'s repair of ``slot`` (loads ``loads``) to ``target``: (the repaired slots, their loads,
+    True), or (_, _, False) where it fails; the inputs are not modified."""
     slot, loads = slot.copy(), loads.copy()
     for _ in range(SHRINK_REPAIR_ITERS):
         over = np.maximum(loads - target, 0.0) @ w  # [S]
         a = int(np.argmax(over))
         if over[a] <= _REL_TOL * float(target @ w):
-            return slot, True
+            return slot, loads, True
         if stats["work"] >= max_work:
-            return slot, False
+            return slot, loads, False
         ia = np.flatnonzero(slot == a)
         best, change = -_REL_TOL * over[a], None
         partners = np.flatnonzero(groups == groups[a])
@@ -342,7 +342,7 @@ def _repair(
             if delta[i, j] < best:
                 best, change = delta[i, j], ("swap", int(ia[i]), int(jb[j]))
         if change is None:
-            return slot, False
+            return slot, loads, False
         kind, i, j = change
         if kind == "move":
             loads[a] -= c[i]
@@ -353,7 +353,7 @@ def _repair(
             loads[a] -= c[i] - c[j]
             loads[b] += c[i] - c[j]
             slot[i], slot[j] = b, a
-    return slot, False
+    return slot, loads, False
 
 
 def balance_epoch(
