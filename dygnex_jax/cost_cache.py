@@ -115,6 +115,13 @@ def _check_entry(data) -> None:
             raise ValueError("a dataset's rows are malformed") from None
         if rows.ndim != 2 or rows.shape[1:] != (3,) or secs.shape != rows.shape[:1] or window < 1:
             raise ValueError("a dataset's rows are malformed")
+        if d.get("seconds_alone") is not None:
+            try:
+                alone = np.asarray(d["seconds_alone"], float)
+            except (TypeError, ValueError):
+                raise ValueError("a dataset's seconds_alone are malformed") from None
+            if alone.shape != secs.shape:
+                raise ValueError("a dataset's seconds_alone are malformed")
 
 
 # a run's pooled fit weighs each profiled step by its relative error, times a log-normal kernel around
@@ -153,11 +160,12 @@ def fit_pooled(
     y = np.concatenate([secs[n] for n in names])
     rows = np.concatenate([np.asarray(datasets[n]["rows"], float) for n in names])
     window = int(datasets[names[0]]["window"])
-    if scale > 0:
-        w = scale_weights(rows, y, scale)
-        model = fit(x * w[:, None], y * w, window=window, source=source)
-    else:
-        model = fit(x, y, window=window, source=source)
+    model = _weighted_fit(x, y, rows, scale, window, source)
+    # steps timed alone too (profiles since seconds_alone): the same fit on those times
+    alone = None
+    if all(datasets[n].get("seconds_alone") is not None for n in names):
+        y_alone = np.concatenate([np.asarray(datasets[n]["seconds_alone"], float) for n in names])
+        alone = _weighted_fit(x, y_alone, rows, scale, window, source).coef
     transfer = {}
     if len(names) > 1 and with_transfer:
         for n in names:
@@ -174,8 +182,17 @@ def fit_pooled(
         load_average=[max(lo[0] for lo in loads), max(lo[-1] for lo in loads)] if loads else None,
         datasets=names,
         profiled_max=[float(v) for v in rows.max(axis=0)],
+        coef_alone=alone,
     )
     return model, transfer
+
+
+def _weighted_fit(x, y, rows, scale: float, window: int, source: str) -> CostModel:
+    """``fit`` of seconds y on features x, weighted toward steps of ``scale`` pairs when > 0."""
+    if scale > 0:
+        w = scale_weights(rows, y, scale)
+        return fit(x * w[:, None], y * w, window=window, source=source)
+    return fit(x, y, window=window, source=source)
 
 
 def _unwritable(where: Path, e: OSError) -> UserError:
@@ -197,10 +214,19 @@ def check_writable() -> None:
 
 
 def record(
-    sig: dict, dataset: str, work, seconds, window: int, compile_seconds, load, log=print
+    sig: dict,
+    dataset: str,
+    work,
+    seconds,
+    window: int,
+    compile_seconds,
+    load,
+    log=print,
+    seconds_alone=None,
 ) -> tuple[CostModel, Path, dict]:
     """Add (or replace) ``dataset``'s timed steps in the entry of ``sig`` and refit on all its
-    datasets -> (model, entry path, transfer errors). Written atomically; an unreadable entry is
+    datasets -> (model, entry path, transfer errors). ``seconds_alone``: the same steps timed with
+    nothing packed beside them (None: not timed). Written atomically; an unreadable entry is
     replaced (with a line)."""
     path = entry_path(sig)
     try:
@@ -213,6 +239,7 @@ def record(
     data["datasets"][dataset] = {
         "rows": [[float(v) for v in r] for r in work],
         "seconds": [float(s) for s in seconds],
+        "seconds_alone": None if seconds_alone is None else [float(s) for s in seconds_alone],
         "window": int(window),
         "compile_seconds": [float(c) for c in compile_seconds],
         "load": [float(x) for x in load],

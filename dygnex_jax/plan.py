@@ -38,7 +38,7 @@ from .padding import (
 )
 from .plan_report import plot_loads, print_table, write_json  # noqa: F401  (the command's output)
 from .schedule import Schedule, cost_weights, schedule
-from .schedule.cost import CostModel
+from .schedule.cost import CostModel, alone_steps
 from .schedule.greedy import FIXED_STEPS, SHRINK_WORK, balance_epoch
 from .schedule.ilp import require_installed
 from .schedule.metrics import (
@@ -406,7 +406,9 @@ def plan(
         "budgets": [list(p.as_tuple()) for p in (run.budgets or sorted(set(paid)))],
         "planned_epochs": len(run.schedules),
         "imbalance": stats["imbalance"],
-        "predicted_epoch_seconds": predicted_epoch_seconds(loads, model, ws.window, padded=padded),
+        "predicted_epoch_seconds": predicted_epoch_seconds(
+            loads, model, ws.window, padded=padded, alone=alone_steps(len(padded), config.parallel.prefetch)
+        ),
         "cost_model": model.source,
         "scheduler_seconds": sched.seconds,
         "fallback": sched.fallback,

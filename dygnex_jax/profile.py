@@ -31,34 +31,45 @@ from .schedule.cost import CostModel, fit, held_out_errors, window_features
 from .train import Trainer
 
 
-def time_step(trainer: Trainer, step: list, repeats: int) -> tuple[np.ndarray, float, float]:
-    """(padded work [3], median seconds, compile seconds) of one train step: the first run compiles
-    (its time less the median is the compilation's), the next ``repeats`` are timed. With
-    ``parallel.prefetch`` > 0 (the default) a background thread packs and places a step of the same
-    windows while each run goes, as training's prefetch does with the next step: on a 2-core machine
-    that contention is part of what a training step costs (measured: Bitcoin-Alpha at 1 device,
-    0.252 s steps without prefetch, 0.321 s with it)."""
+def time_step(trainer: Trainer, step: list, repeats: int) -> tuple[np.ndarray, float, float, float]:
+    """(padded work [3], median seconds, compile seconds, median seconds alone) of one train step: the
+    first run compiles (its time less the median is the compilation's), the next ``repeats`` are timed.
+    With ``parallel.prefetch`` > 0 (the default) a background thread packs and places a step of the same
+    windows while each timed run goes, as training's prefetch does with the next step: on a 2-core
+    machine that contention is part of what a training step costs (measured: Bitcoin-Alpha at 1 device,
+    0.252 s steps without prefetch, 0.321 s with it). An epoch's last step has no next step to pack:
+    each repeat is also timed alone, interleaved with the runs beside the packing (without prefetch,
+    every run is alone and the two medians are one)."""
     batch, _, budget = trainer.pack(step, "train", epoch=0)
     beside = trainer.config.parallel.prefetch > 0
 
     def pack_next():
         return parallel.shard_batch(trainer.mesh, trainer.pack(step, "train", epoch=0)[0])
 
-    times = []
+    def run(pool) -> float:
+        sharded = parallel.shard_batch(trainer.mesh, batch)
+        packing = pool.submit(pack_next) if pool is not None else None
+        start = time.perf_counter()
+        trainer.params, trainer.opt_state, stats = trainer.train_step(
+            trainer.params, trainer.opt_state, sharded
+        )
+        float(stats["loss"])
+        seconds = time.perf_counter() - start
+        if packing is not None:
+            packing.result()
+        return seconds
+
     with ThreadPoolExecutor(1, thread_name_prefix="dygnex-profile-pack") as pool:
-        for _ in range(repeats + 1):
-            sharded = parallel.shard_batch(trainer.mesh, batch)
-            packing = pool.submit(pack_next) if beside else None
-            start = time.perf_counter()
-            trainer.params, trainer.opt_state, stats = trainer.train_step(
-                trainer.params, trainer.opt_state, sharded
-            )
-            float(stats["loss"])
-            times.append(time.perf_counter() - start)
-            if packing is not None:
-                packing.result()
-    median = statistics.median(times[1:])
-    return trainer.padded_work(budget), median, max(times[0] - median, 0.0)
+        pool = pool if beside else None
+        first = run(pool)
+        times, alone = [], []
+        for _ in range(repeats):
+            times.append(run(pool))
+            if beside:
+                alone.append(run(None))
+    median = statistics.median(times)
+    median_alone = statistics.median(alone) if alone else median
+    return trainer.padded_work(budget), median, max(first - median, 0.0), median_alone
 
 
 def profile_steps(trainer: Trainer, n_steps: int, seed: int) -> list[list]:
@@ -78,22 +89,22 @@ def profile_steps(trainer: Trainer, n_steps: int, seed: int) -> list[list]:
     return steps
 
 
-def time_steps(trainer: Trainer, steps: list, repeats: int, log) -> tuple[list, list, list]:
-    """(padded work, median seconds, compile seconds) of every distinct budget among ``steps``."""
-    rows, seconds, compiles = [], [], []
+def time_steps(trainer: Trainer, steps: list, repeats: int, log) -> dict:
+    """Every distinct budget among ``steps``: {"rows": padded work, "seconds": median seconds (beside the
+    next step's packing), "seconds_alone": median seconds alone, "compiles": compile seconds}."""
+    got = {"rows": [], "seconds": [], "seconds_alone": [], "compiles": []}
     seen: set[tuple] = set()
     for i, step in enumerate(steps):
-        work, sec, comp = time_step(trainer, step, repeats)
+        work, sec, comp, alone = time_step(trainer, step, repeats)
         log(
             f"profile step {i + 1}/{len(steps)}: nodes {work[0]:.0f} edges {work[1]:.0f} pairs {work[2]:.0f}  "
-            f"{sec * 1e3:.1f} ms (compiled in {comp:.2f} s)"
+            f"{sec * 1e3:.1f} ms, alone {alone * 1e3:.1f} ms (compiled in {comp:.2f} s)"
         )
         if tuple(work) not in seen:
             seen.add(tuple(work))
-            rows.append(work)
-            seconds.append(sec)
-            compiles.append(comp)
-    return rows, seconds, compiles
+            for key, value in zip(got, (work, sec, alone, comp)):
+                got[key].append(value)
+    return got
 
 
 def add_to_cache(trainer: Trainer, summary: dict, compiles: list, log) -> dict:
@@ -117,6 +128,7 @@ def add_to_cache(trainer: Trainer, summary: dict, compiles: list, log) -> dict:
         compiles,
         summary["load"],
         log,
+        seconds_alone=summary["seconds_alone"],
     )
     others = ", ".join(f"{k} {100 * v:.0f}%" for k, v in sorted(transfer.items()))
     log(
@@ -173,7 +185,8 @@ def run_profile(
     trainer = Trainer(config)
     out = Path(out_dir)
     steps = profile_steps(trainer, n_steps, config.train.seed)
-    rows, seconds, compiles = time_steps(trainer, steps, repeats, log)
+    timed = time_steps(trainer, steps, repeats, log)
+    rows, seconds, compiles = timed["rows"], timed["seconds"], timed["compiles"]
     load = [load_before, os.getloadavg()[0]]
     if len(rows) < 5:
         raise UserError(
@@ -183,8 +196,10 @@ def run_profile(
     w, devices = trainer.windows.window, trainer.host_devices
     features = window_features(np.array(rows), w)
     model = fit(features, np.array(seconds), window=w, source=f"profile:{config.name}:{trainer.n_devices}dev")
+    alone = fit(features, np.array(timed["seconds_alone"]), window=w)
     model = dataclasses.replace(
         model,
+        coef_alone=alone.coef,
         devices=devices,
         compile_seconds=float(statistics.median(compiles)),
         load_average=load,
@@ -197,6 +212,7 @@ def run_profile(
     summary = {
         "rows": [list(map(float, r)) for r in rows],
         "seconds": seconds,
+        "seconds_alone": timed["seconds_alone"],
         "compile_seconds": compiles,
         "devices": trainer.n_devices,
         "window": w,
@@ -205,9 +221,12 @@ def run_profile(
         "held_out_median_error": float(np.median(held)),
         "load": load,
     }
+    ratio = float(np.median(np.array(timed["seconds_alone"]) / np.array(seconds)))
+    summary["alone_ratio_median"] = ratio
     log(
         f"fitted {len(rows)} distinct step budgets: held-out error median {100 * summary['held_out_median_error']:.1f}% "
-        f"(mean {100 * model.mape:.1f}%), a compilation {model.compile_seconds:.2f} s -> {out / 'cost_model.json'}{_load_flag(load)}"
+        f"(mean {100 * model.mape:.1f}%), a compilation {model.compile_seconds:.2f} s, a step alone (as an epoch's "
+        f"last runs) {ratio:.2f}x its time beside the next step's packing -> {out / 'cost_model.json'}{_load_flag(load)}"
     )
     if cache:
         summary.update(add_to_cache(trainer, summary, compiles, log))

@@ -20,7 +20,9 @@ interconnect (``Link``: latency alpha, bandwidth). Every figure is a model; its 
   budgets)", a bound no run reaches) — as ``padding.padded_work`` (``scan``: W x the edge budget)
   times the device slowdown (``Setup.device_slowdown``: 1 on devices of their own; with fake CPU
   devices sharing ``host_cores`` (``run``'s argument), P / cores for the analytic model and the ratio to the profiled
-  device count for a profiled one). Then one gradient all-reduce per step: a ring,
+  device count for a profiled one). An epoch's last step runs with no next step packed beside it
+  (training's prefetch packs step i + 1 while step i runs; every step without prefetch): where the
+  profile timed steps alone too, the model's ``coef_alone`` prices it. Then one gradient all-reduce per step: a ring,
   ``2 (P-1) alpha + 2 (P-1)/P · bytes / bandwidth`` with the model's parameter bytes.
   No overlap of communication with compute; host-side packing and data loading are not modelled;
   neither is the ``buckets`` policy's reuse of a larger compiled budget (``parallel.reuse_slack``):
@@ -179,15 +181,17 @@ def simulate_window_method(inst: Instance, method: str, p: int, setup: Setup) ->
     inst = dataclasses.replace(inst, costs=costs, profile=profile)
     got = charged_budgets(inst, method, p, setup)
     sched, layout, w = got["schedule"], setup.layout, inst.window
-    fixed, unit = _fixed_and_unit(setup.model, w)
     slow = setup.device_slowdown(p)
     allreduce = ring_allreduce_seconds(setup.param_bytes, p, setup.link)
     padded = np.array([padded_work(x, w, layout) for x in got["paid"]])  # [S, 3] per device
-    compute = slow * (fixed + padded @ unit)
     whole = np.array(
         [layout_work(inst.costs, inst.profile, np.concatenate(st), w, layout) for st in sched.steps]
     )
-    ideal = slow * (fixed + whole @ unit / p)
+    # a step beside the next step's packing, or alone (an epoch's last: Setup.alone_steps)
+    (fixed, unit), (fixed_a, unit_a) = _fixed_and_unit(setup.model, w), _fixed_and_unit(setup.model, w, True)
+    alone = setup.alone_steps(len(padded))
+    compute = slow * np.where(alone, fixed_a + padded @ unit_a, fixed + padded @ unit)
+    ideal = slow * np.where(alone, fixed_a + whole @ unit_a / p, fixed + whole @ unit / p)
     loads = step_loads(inst.costs, sched)  # [S, P, 3] real work of every device
     row = _figures(method, p, b, compute, ideal, allreduce, got["scheduler_seconds"], sched.fallback)
     row.update(

@@ -13,7 +13,7 @@ from . import plan as planning
 from .config import ModelConfig, ParallelConfig
 from .errors import UserError
 from .padding import LAYOUTS
-from .schedule.cost import CostModel
+from .schedule.cost import CostModel, alone_steps
 from .simulate_comm import Link
 from .strategies import METHODS, WINDOW_METHODS
 
@@ -113,6 +113,10 @@ class Setup:
             return 1.0
         return planning.model_slowdown(self.model, p, self.host_cores, "cpu")
 
+    def alone_steps(self, steps: int) -> np.ndarray:
+        """[steps] the steps of an epoch with no next step packed beside them (``cost.alone_steps``)."""
+        return alone_steps(steps, self.parallel.prefetch)
+
     def batch(self, p: int) -> int:
         return self.batch_size or self.batch_per_device * p
 
@@ -150,9 +154,10 @@ class Setup:
         )
 
 
-def _fixed_and_unit(model: CostModel, window: int) -> tuple[float, np.ndarray]:
-    """(seconds per step independent of size, [3] seconds per node / edge / pair of padded work)."""
-    c = model.coef
+def _fixed_and_unit(model: CostModel, window: int, alone: bool = False) -> tuple[float, np.ndarray]:
+    """(seconds per step independent of size, [3] seconds per node / edge / pair of padded work) of a
+    step run beside the next step's packing, or ``alone`` (``CostModel.coefficients``)."""
+    c = model.coefficients(alone)
     return float(c[3] * window + c[4]), np.array([c[0] * window, c[1], c[2]])
 
 

@@ -93,9 +93,10 @@ class StepSeconds:
     layout: str
     slowdown: float = 1.0
 
-    def __call__(self, budget: Budget) -> float:
+    def __call__(self, budget: Budget, alone: bool = False) -> float:
+        """Predicted seconds of a step on ``budget`` (``alone``: no next step packed beside it)."""
         work = padded_work(budget, self.window, self.layout)[None]
-        return self.slowdown * float(self.model.predict_costs(work, self.window)[0])
+        return self.slowdown * float(self.model.predict_costs(work, self.window, alone)[0])
 
     @property
     def compile_seconds(self) -> float | None:
@@ -108,8 +109,8 @@ class LivePricer:
     def __init__(self, source):
         self.source = source
 
-    def __call__(self, budget: Budget) -> float:
-        return self.source()(budget)
+    def __call__(self, budget: Budget, alone: bool = False) -> float:
+        return self.source()(budget, alone)
 
     @property
     def compile_seconds(self) -> float | None:

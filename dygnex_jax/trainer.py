@@ -33,7 +33,7 @@ from .padding import layout_view
 from .padding import padded_work as layout_padded_work
 from .schedule import cost_weights, schedule
 from .schedule.base import check_sizes
-from .schedule.cost import CostModel, beyond_profile, fit, window_features
+from .schedule.cost import CostModel, alone_steps, beyond_profile, fit, window_features
 from .schedule.ilp import require_installed
 from .schedule.metrics import summarize
 from .tasks import get_task
@@ -414,6 +414,7 @@ class Trainer:
         acc = collections.Counter()
         budgets = set()
         self.last_steps = []
+        alone = alone_steps(sched.num_steps, self.config.parallel.prefetch)  # nothing packed beside them
         for i, (step, (batch, placed, budget, loads, padded)) in enumerate(
             zip(sched.steps, self.prepared_steps(sched, epoch))
         ):
@@ -428,7 +429,7 @@ class Trainer:
                 stats, seconds, cpu, compiled = memory_plan.run_micro_step(
                     self, placed, budget, pw, i % micro == 0, last
                 )
-            predicted = self.step_seconds(budget)
+            predicted = self.step_seconds(budget, bool(alone[i]))
             acc.update(predicted=predicted, real=sum(loads), padded=padded)
             if not compiled:  # the cost model's prediction against steps that compiled nothing
                 acc.update(steps_timed=seconds, steps_predicted=predicted)

@@ -148,6 +148,10 @@ def test_profile_fits_and_training_uses_the_model(tmp_path, monkeypatch):
     model = json.loads((prof / "cost_model.json").read_text())
     assert model["n_samples"] >= 5 and model["mape"] is not None and min(model["coef"]) >= 0
     assert model["devices"] == 2 and model["compile_seconds"] > 0 and len(model["load_average"]) == 2
+    # every step also timed alone (as an epoch's last step runs): its own fit, beside the other
+    profiled = json.loads((prof / "profile.json").read_text())
+    assert len(profiled["seconds_alone"]) == len(profiled["seconds"]) and min(profiled["seconds_alone"]) > 0
+    assert len(model["coef_alone"]) == len(model["coef"]) and min(model["coef_alone"]) >= 0
     entries = list((tmp_path / "cache").glob("*.json"))
     assert len(entries) == 1, "the profile is in this machine's cache"
     # the run refits the entry's profiles around its own step size (cost_cache.step_scale)
@@ -167,6 +171,7 @@ def test_profile_fits_and_training_uses_the_model(tmp_path, monkeypatch):
     assert f"fitted around steps of {scale:.0f} pairs" in result.stderr
     summary = json.loads((run / "summary.json").read_text())
     assert summary["cost_model"]["coef"] == cached["coef"] and summary["cost_model"]["devices"] == 2
+    assert summary["cost_model"]["coef_alone"] == cached["coef_alone"] is not None
     assert json.loads((run / "cost_model.json").read_text())["coef"] == cached["coef"]
     row = json.loads((run / "metrics.jsonl").read_text().splitlines()[0])
     assert row["predicted_epoch_seconds"] > 0

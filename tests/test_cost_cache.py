@@ -295,3 +295,58 @@ def test_simulate_refits_a_cache_entry_around_the_simulated_steps(cache, tmp_pat
     broken.write_text(json.dumps({"format": cost_cache.FORMAT, "datasets": {"a": {"rows": [[1, 2]]}}}))
     with pytest.raises(UserError, match="cache entry .* is malformed"):
         _simulated_cost_model(str(broken))
+
+
+ALONE = TRUE * np.array([0.8, 0.7, 0.9, 1.0, 0.5])  # the same steps with no next step packed beside them
+
+
+def test_steps_timed_alone_fit_their_own_coefficients_and_round_trip(cache, tmp_path):
+    """Profiles that timed each step alone too (``seconds_alone``): the pooled model carries a second
+    fit on those times (``coef_alone``), centred like the first; it survives the entry and the model
+    file; with one dataset lacking them there is none (``coef`` stands in), as in an older file."""
+    s = sig()
+    work_a, secs_a = timed(0, 30, 10, 20_000, noise=0.0)
+    work_b, secs_b = timed(1, 30, 6, 60_000, noise=0.0)
+    alone_a = window_features(work_a, 10) @ ALONE
+    alone_b = window_features(work_b, 6) @ ALONE
+    quiet = dict(log=lambda _: None)
+    cost_cache.record(s, "a", work_a, secs_a, 10, [1.0], [0.1, 0.1], seconds_alone=alone_a, **quiet)
+    model, path, _ = cost_cache.record(
+        s, "b", work_b, secs_b, 6, [1.0], [0.1, 0.1], seconds_alone=alone_b, **quiet
+    )
+    assert model.coef_alone is not None
+    np.testing.assert_allclose(model.predict_costs(work_b, 6, alone=True), alone_b, rtol=1e-6)
+    np.testing.assert_allclose(model.predict_costs(work_b, 6), secs_b, rtol=1e-6)
+    centred = cost_cache.lookup(s, scale=float(np.median(work_a[:, 2])))[0]
+    np.testing.assert_allclose(centred.predict_costs(work_a, 10, alone=True), alone_a, rtol=1e-6)
+    model.save(tmp_path / "m.json")
+    again = CostModel.load(tmp_path / "m.json")
+    np.testing.assert_array_equal(again.coef_alone, model.coef_alone)
+    # a dataset profiled before steps were timed alone: no alone fit, the beside one prices every step
+    model, _, _ = cost_cache.record(s, "b", work_b, secs_b, 6, [1.0], [0.1, 0.1], **quiet)
+    assert model.coef_alone is None
+    np.testing.assert_array_equal(model.predict_costs(work_b, 6, alone=True), model.predict_costs(work_b, 6))
+    bad = json.loads(path.read_text())
+    bad["datasets"]["a"]["seconds_alone"] = [1.0, 2.0]
+    path.write_text(json.dumps(bad))
+    assert "unreadable" in cost_cache.lookup(s)[1]
+    broken = CostModel(coef=TRUE).to_dict() | {"coef_alone": [1.0, -1.0, 0, 0, 0]}
+    (tmp_path / "b.json").write_text(json.dumps(broken))
+    with pytest.raises(UserError, match="coef_alone"):
+        CostModel.load(tmp_path / "b.json")
+
+
+def test_the_epochs_last_step_is_predicted_alone():
+    """``cost.alone_steps``: under prefetch the last step of an epoch alone, without it every step; the
+    epoch prediction charges those steps ``coef_alone``, the others ``coef``."""
+    from dygnex_jax.schedule.cost import alone_steps, predict_step_seconds
+
+    assert alone_steps(3, 1).tolist() == [False, False, True]
+    assert alone_steps(3, 0).tolist() == [True, True, True] and alone_steps(0, 1).tolist() == []
+    model = CostModel(coef=TRUE, window=10, coef_alone=ALONE)
+    padded = np.array([[100.0, 200, 300], [50, 60, 70], [10, 20, 30]])
+    loads = padded[:, None, :]
+    got = predict_step_seconds(loads, model, alone=alone_steps(3, 1))
+    feats = window_features(padded, 10)
+    np.testing.assert_allclose(got, [feats[0] @ TRUE, feats[1] @ TRUE, feats[2] @ ALONE])
+    np.testing.assert_allclose(predict_step_seconds(loads, model), feats @ TRUE)

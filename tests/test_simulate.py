@@ -117,6 +117,26 @@ def test_hand_checked_padded_work(layout, shapes):
         assert r["budgets"] == [[work[0], per_offset, work[2], 1]]
 
 
+@pytest.mark.parametrize("prefetch", [1, 0])
+def test_an_epochs_last_step_is_charged_alone(prefetch):
+    """A model whose steps alone cost 3x: under training's prefetch the epoch's last step is charged
+    that (it has no next step packed beside it), the others as before; without prefetch every step;
+    the ideal step likewise, so the efficiency compares like with like."""
+    from dygnex_jax.config import ParallelConfig
+
+    inst, p = skewed(), 8
+    par = ParallelConfig(prefetch=prefetch)
+    base = sim.simulate(inst, "dygnex_g", p, setup("none", parallel=par))
+    alone = dataclasses.replace(MODEL, coef_alone=3 * MODEL.coef)
+    got = sim.simulate(inst, "dygnex_g", p, setup("none", parallel=par, model=alone))
+    assert base["steps"] > 1 and got["budgets"] == base["budgets"]
+    want = np.array(base["step_seconds"])
+    want[-1 if prefetch else slice(None)] *= 3
+    np.testing.assert_allclose(got["step_seconds"], want, rtol=1e-12)
+    if not prefetch:
+        assert got["efficiency"] == pytest.approx(base["efficiency"])
+
+
 @pytest.mark.parametrize("layout", ["scan", "flat"])
 @pytest.mark.parametrize("shapes", ["trained", "buckets", "exact"])
 def test_step_time_is_the_cost_model_of_the_paid_budget(layout, shapes):

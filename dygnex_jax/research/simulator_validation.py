@@ -156,6 +156,12 @@ def compare(dataset: str, fitted: bool, label: str, procs: int, data: dict, conf
     inst = sim.instance_from_config(config)  # the dataset is loaded once for both simulations
     got = simulated_epochs(config, model, p, clean, link, cores, inst)
     before = simulated_epochs(config, default_cost_model(model.window), p, clean, link, cores, inst)
+    # the same without pricing an epoch's last step alone (as the simulator did before coef_alone)
+    beside = (
+        simulated_epochs(config, dataclasses.replace(model, coef_alone=None), p, clean, link, cores, inst)
+        if model.coef_alone is not None
+        else got
+    )
     measured = [[s["seconds"] for s in steps if s["epoch"] == e] for e in clean]
     step_errors = [
         s / m - 1
@@ -186,6 +192,10 @@ def compare(dataset: str, fitted: bool, label: str, procs: int, data: dict, conf
             np.median([abs(s["predicted_seconds"] / s["seconds"] - 1) for s in steps if not s["compiled"]])
         ),
         "analytic_seconds": analytic,
+        "beside_only_seconds": statistics.median(r["epoch_seconds"] for r in beside),
+        "beside_only_error_vs_steps": statistics.median(
+            r["epoch_seconds"] / sum(ms) - 1 for ms, r in zip(measured, beside)
+        ),
         "analytic_error_vs_steps": analytic / step_sum - 1,
         "same_budgets": trainer_budgets == sim_budgets,
         "budgets": {"trained": trainer_budgets, "simulated": sim_budgets},
@@ -200,7 +210,8 @@ def compare(dataset: str, fitted: bool, label: str, procs: int, data: dict, conf
         },
         "load": data["load"],
         "cost_model": {
-            k: data["cost_model"].get(k) for k in ("source", "devices", "datasets", "compile_seconds", "coef")
+            k: data["cost_model"].get(k)
+            for k in ("source", "devices", "datasets", "compile_seconds", "coef", "coef_alone")
         },
         "per_epoch": {
             "measured": [sum(ms) for ms in measured],
@@ -218,12 +229,19 @@ def _pct(x) -> str:
     return "-" if x is None else f"{100 * x:+.1f}%"
 
 
+def _beside_only(row: dict) -> str:
+    """The simulation without an epoch's last step priced alone ("-" for a row from before)."""
+    if row.get("beside_only_seconds") is None:
+        return "-"
+    return f"{row['beside_only_seconds']:.3f} ({_pct(row['beside_only_error_vs_steps'])})"
+
+
 def markdown(rows: list[dict]) -> str:
     lines = [
         "| run | dataset | in the fit | measured epoch s (steps / wall) | simulated s | error vs steps "
-        "| step error (median abs) | analytic, before (error) | budgets as trained | link; all-reduce ms "
-        "| model profiled at; per-step constant s | load before / after |",
-        "|---|---|---|---:|---:|---:|---:|---:|---|---|---|---|",
+        "| step error (median abs) | last step not priced alone (error) | analytic, before (error) "
+        "| budgets as trained | link; all-reduce ms | model profiled at; per-step constant s | load before / after |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---|---|---|---|",
     ]
     for r in rows:
         step = r["step_error_median"]
@@ -231,6 +249,7 @@ def markdown(rows: list[dict]) -> str:
             f"| {r['run']} | {r['dataset']} | {'yes' if r['fitted_on'] else '**no**'} | "
             f"{r['measured_step_seconds']:.3f} / {r['measured_wall_seconds']:.3f} | {r['simulated_seconds']:.3f} | "
             f"**{_pct(r['error_vs_steps'])}** | {'-' if step is None else f'{100 * step:.1f}%'} | "
+            f"{_beside_only(r)} | "
             f"{r['analytic_seconds']:.3f} ({_pct(r['analytic_error_vs_steps'])}) | "
             f"{'yes' if r['same_budgets'] else 'no'} ({len(r['budgets']['trained'])}) | "
             f"{r['inputs']['link']}; {1e3 * r['inputs']['allreduce_seconds_per_step']:.2f} | "

@@ -32,7 +32,8 @@ from ..errors import UserError
 
 FEATURES = ("node_steps", "edges", "pairs", "snapshots", "constant")
 _FORMAT = "dygnex_cost_model"
-_VERSION = 2  # 2 added devices, compile_seconds, load_average, datasets (a version-1 file reads as before)
+# 2 added devices, compile_seconds, load_average, datasets; 3 coef_alone (older files read as before)
+_VERSION = 3
 HOLDOUT_EVERY = 5  # rows i with i % 5 == 4 are held out to measure the fit error (80/20)
 
 
@@ -73,6 +74,9 @@ class CostModel:
       datasets: the datasets whose steps it was fitted on.
       profiled_max: the largest (nodes, edges, pairs) of a profiled step; None = not measured. A linear
         fit says little far above it (``beyond_profile``).
+      coef_alone: [F] the same fit on the steps timed *alone*, with no next step packed beside them
+        (``coef`` is of steps run beside the packing, as training's prefetch runs all but an epoch's
+        last step); None = not measured (``coef`` stands in).
     """
 
     coef: np.ndarray
@@ -85,19 +89,29 @@ class CostModel:
     load_average: list | None = None
     datasets: list = dataclasses.field(default_factory=list)
     profiled_max: list | None = None
+    coef_alone: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.coef = np.asarray(self.coef, dtype=np.float64).reshape(-1)
         if self.coef.shape != (len(FEATURES),):
             raise ValueError(f"coef must have {len(FEATURES)} entries {FEATURES}, got {self.coef.shape}")
+        if self.coef_alone is not None:
+            self.coef_alone = np.asarray(self.coef_alone, dtype=np.float64).reshape(-1)
+            if self.coef_alone.shape != self.coef.shape:
+                raise ValueError(f"coef_alone must have {len(FEATURES)} entries, got {self.coef_alone.shape}")
 
-    def predict(self, features: np.ndarray) -> np.ndarray:
-        """[N] seconds for [N, F] features."""
-        return np.asarray(features, dtype=np.float64) @ self.coef
+    def coefficients(self, alone: bool = False) -> np.ndarray:
+        """[F] the coefficients of a step run beside the next step's packing, or ``alone`` without it
+        (``coef`` where the profile did not time steps alone)."""
+        return self.coef_alone if alone and self.coef_alone is not None else self.coef
 
-    def predict_costs(self, costs: np.ndarray, window: int | None = None) -> np.ndarray:
+    def predict(self, features: np.ndarray, alone: bool = False) -> np.ndarray:
+        """[N] seconds for [N, F] features (``alone``: steps with nothing packed beside them)."""
+        return np.asarray(features, dtype=np.float64) @ self.coefficients(alone)
+
+    def predict_costs(self, costs: np.ndarray, window: int | None = None, alone: bool = False) -> np.ndarray:
         """[K] seconds of K loads (nodes, edges, pairs) run for a window of W snapshots."""
-        return self.predict(window_features(costs, self.window if window is None else window))
+        return self.predict(window_features(costs, self.window if window is None else window), alone)
 
     def weights(self, window: int | None = None) -> np.ndarray:
         """[3] the scheduler's (alpha, beta, gamma): seconds per node, per edge, per pair."""
@@ -119,6 +133,7 @@ class CostModel:
             "load_average": None if self.load_average is None else [float(x) for x in self.load_average],
             "datasets": [str(x) for x in self.datasets],
             "profiled_max": None if self.profiled_max is None else [float(x) for x in self.profiled_max],
+            "coef_alone": None if self.coef_alone is None else [float(x) for x in self.coef_alone],
         }
 
     def save(self, path: str | os.PathLike) -> None:
@@ -164,6 +179,7 @@ class CostModel:
             profiled_max=None
             if data.get("profiled_max") is None
             else [float(x) for x in data["profiled_max"]],
+            coef_alone=None if data.get("coef_alone") is None else np.array(data["coef_alone"], np.float64),
         )
 
 
@@ -182,6 +198,11 @@ def _check(data) -> str | None:
         return "'coef' must hold numbers only"
     if not all(math.isfinite(x) and x >= 0 for x in coef):
         return "'coef' must be finite and >= 0"
+    alone = data.get("coef_alone")
+    if alone is not None and not (
+        isinstance(alone, list) and len(alone) == len(FEATURES) and all(_number(x) for x in alone)
+    ):
+        return f"'coef_alone' must be null or a list of {len(FEATURES)} numbers >= 0"
     window = data.get("window", 10)
     if not isinstance(window, int) or isinstance(window, bool) or window < 1:
         return "'window' must be a positive integer"
@@ -311,13 +332,23 @@ def padded_loads(loads: np.ndarray) -> np.ndarray:
     return loads.max(axis=1) if loads.shape[1] else np.zeros((loads.shape[0], 3))
 
 
+def alone_steps(steps: int, prefetch: int) -> np.ndarray:
+    """[steps] which steps of an epoch run with no next step packed beside them: training's prefetch
+    (``parallel.prefetch`` > 0) packs step i + 1 while step i runs, so the last one; every one without it."""
+    alone = np.full(steps, prefetch <= 0)
+    alone[-1:] = True
+    return alone
+
+
 def predict_step_seconds(
     loads: np.ndarray,
     model: CostModel,
     window: int | None = None,
     padded: np.ndarray | None = None,
+    alone: np.ndarray | None = None,
 ) -> np.ndarray:
-    """[S] predicted SPMD step seconds: the model on the padded load of each step.
+    """[S] predicted SPMD step seconds: the model on the padded load of each step (``alone`` [S]: the
+    steps run with nothing packed beside them, ``alone_steps``; None: none).
 
     Args:
       loads: [S, P, 3] real per-device loads (``metrics.step_loads``).
@@ -327,4 +358,6 @@ def predict_step_seconds(
         default: the per-step max over devices.
     """
     budget = padded_loads(loads) if padded is None else np.asarray(padded, dtype=np.float64)
-    return model.predict(window_features(budget, model.window if window is None else window))
+    features = window_features(budget, model.window if window is None else window)
+    beside = model.predict(features)
+    return beside if alone is None else np.where(alone, model.predict(features, alone=True), beside)

@@ -37,10 +37,15 @@ def scalar_loads(loads: np.ndarray, weights: np.ndarray) -> np.ndarray:
 
 
 def predicted_epoch_seconds(
-    loads: np.ndarray, model: CostModel, window: int | None = None, padded: np.ndarray | None = None
+    loads: np.ndarray,
+    model: CostModel,
+    window: int | None = None,
+    padded: np.ndarray | None = None,
+    alone: np.ndarray | None = None,
 ) -> float:
-    """Predicted SPMD epoch seconds: the cost model on every step's padded load, summed."""
-    return float(np.sum(predict_step_seconds(loads, model, window=window, padded=padded)))
+    """Predicted SPMD epoch seconds: the cost model on every step's padded load, summed (``alone``: the
+    steps with nothing packed beside them, ``cost.alone_steps``)."""
+    return float(np.sum(predict_step_seconds(loads, model, window=window, padded=padded, alone=alone)))
 
 
 def padding_efficiency(loads: np.ndarray, weights: np.ndarray, padded: np.ndarray | None = None) -> float:
