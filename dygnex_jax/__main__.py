@@ -29,16 +29,7 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument(
         "overrides", nargs="*", metavar="key=value", help="config overrides, e.g. train.epochs=3"
     )
-    multi = train.add_argument_group(
-        "multi-process (multi-host)",
-        "all three, or a cluster launcher's environment (SLURM); see distributed.py",
-    )
-    multi.add_argument("--coordinator", metavar="HOST:PORT", help="process 0's address, the same for all")
-    multi.add_argument("--num-processes", type=int, metavar="N", help="processes in the run")
-    multi.add_argument("--process-id", type=int, metavar="I", help="this process, 0..N-1")
-    multi.add_argument(
-        "--coordinator-timeout", type=int, default=60, metavar="S", help="seconds to wait for the coordinator"
-    )
+    _add_multi_process(train)
     _add_schedule_and_profile(sub)
     _add_simulate(sub)
     look = sub.add_parser("inspect", help="per-snapshot nodes / edges / new edges, windows, empty snapshots")
@@ -50,6 +41,30 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories written by train")
     report.add_argument("--out", default="", help="output directory (default: report-<time>)")
     return parser
+
+
+def _add_multi_process(command) -> None:
+    """The options that start a command as one process of a multi-process (multi-host) run."""
+    multi = command.add_argument_group(
+        "multi-process (multi-host)",
+        "all three, or a cluster launcher's environment (SLURM); see distributed.py",
+    )
+    multi.add_argument("--coordinator", metavar="HOST:PORT", help="process 0's address, the same for all")
+    multi.add_argument("--num-processes", type=int, metavar="N", help="processes in the run")
+    multi.add_argument("--process-id", type=int, metavar="I", help="this process, 0..N-1")
+    multi.add_argument(
+        "--coordinator-timeout", type=int, default=60, metavar="S", help="seconds to wait for the coordinator"
+    )
+
+
+def _start_processes(args) -> None:
+    """Join the multi-process run the options (or the cluster's environment) describe, if any."""
+    from . import distributed
+
+    spec = distributed.resolve(
+        args.coordinator, args.num_processes, args.process_id, args.coordinator_timeout
+    )
+    distributed.initialize(spec)  # before any other JAX call
 
 
 def _add_schedule_and_profile(sub) -> None:
@@ -74,6 +89,7 @@ def _add_schedule_and_profile(sub) -> None:
         help="refuse to profile above this load average (0: only flag it)",
     )
     prof.add_argument("overrides", nargs="*", metavar="key=value")
+    _add_multi_process(prof)  # the steps of a multi-process run, timed as it runs them
 
 
 def _add_simulate(sub) -> None:
@@ -123,13 +139,9 @@ def _add_simulate(sub) -> None:
 
 
 def _train(args, config) -> None:
-    from . import distributed
     from .train import train_and_evaluate
 
-    spec = distributed.resolve(
-        args.coordinator, args.num_processes, args.process_id, args.coordinator_timeout
-    )
-    distributed.initialize(spec)  # before any other JAX call
+    _start_processes(args)
     if not args.resume:
         train_and_evaluate(config, args.out)
         return
@@ -238,6 +250,7 @@ def _profile(args, config) -> None:
         raise UserError(
             f"profile --max-load must be >= 0 (0: only flag a loaded machine), got {args.max_load}"
         )
+    _start_processes(args)
     out = args.out or f"runs/profile-{config.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     run_profile(
         config, out, n_steps=args.steps, repeats=args.repeats, cache=not args.no_cache, max_load=args.max_load

@@ -150,7 +150,9 @@ def host_devices(mesh: Mesh) -> tuple[int, int]:
 
     from jax.experimental import multihost_utils
 
-    me = int(hashlib.sha256(socket.gethostname().encode()).hexdigest()[:12], 16)
+    # 24 bits: without jax_enable_x64 the gather carries int32, and a wider value came back truncated,
+    # matching no process (a 2-process run on one host counted 0 devices there)
+    me = int(hashlib.sha256(socket.gethostname().encode()).hexdigest()[:6], 16)
     table = np.asarray(multihost_utils.process_allgather(np.asarray([me, local], np.int64))).reshape(-1, 2)
     mine = table[:, 0] == me
     return int(table[mine, 1].sum()), int(mine.sum())

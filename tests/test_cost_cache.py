@@ -350,3 +350,24 @@ def test_the_epochs_last_step_is_predicted_alone():
     feats = window_features(padded, 10)
     np.testing.assert_allclose(got, [feats[0] @ TRUE, feats[1] @ TRUE, feats[2] @ ALONE])
     np.testing.assert_allclose(predict_step_seconds(loads, model), feats @ TRUE)
+
+
+@pytest.mark.parametrize("batch, devices, top", [(32, 1, 32), (32, 8, 4), (16, 2, 8), (4, 4, 4)])
+def test_profiled_steps_reach_the_runs_own_step(batch, devices, top):
+    """``profile.profile_steps``: every step gives each of the P devices m distinct windows, and m
+    reaches ceil(B / P) (at least 4) — the run's own step is timed, not extrapolated to."""
+    from types import SimpleNamespace
+
+    from dygnex_jax.profile import profile_steps
+
+    costs = np.random.default_rng(0).uniform(1, 100, (400, 3))
+    fake = SimpleNamespace(
+        train_costs=costs, n_devices=devices, config=SimpleNamespace(train=SimpleNamespace(batch_size=batch))
+    )
+    steps = profile_steps(fake, 12, seed=0)
+    assert len(steps) == 12 and all(len(step) == devices for step in steps)
+    sizes = {len(part) for step in steps for part in step}
+    for step in steps:
+        ids = [w for part in step for w in part]
+        assert len(ids) == len(set(ids)) and len({len(part) for part in step}) == 1
+    assert max(sizes) == top and min(sizes) == 1

@@ -63,6 +63,36 @@ def test_two_processes_match_one_process(tmp_path, method):
         np.testing.assert_allclose(multi[jax.tree_util.keystr(path)], value, rtol=1e-5, atol=1e-5)
 
 
+def test_two_processes_profile_their_own_steps_and_train_with_them(tmp_path, monkeypatch):
+    """``profile`` through the launcher times the steps as 2 processes run them (all-reduce across
+    processes included): process 0 alone writes and prints, the cache entry is of 2 processes, and a
+    2-process run with ``schedule.cost_model: auto`` finds it (a 1-process run of 2 devices does not)."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("DYGNEX_COST_MODELS", str(cache))
+    same = ["train.batch_size=4", "parallel.bucket_ratio=1.1", "parallel.min_bucket=8"]
+    prof = tmp_path / "prof"
+    proc = launcher(
+        2, "--command", "profile", "--", "--config", "configs/smoke.yaml", "--out", prof,
+        "--steps", 6, "--repeats", 1, *same, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "[0] profile step 6/6" in proc.stdout and "[1] profile step" not in proc.stdout
+    summary = json.loads((prof / "profile.json").read_text())
+    assert summary["devices"] == 2 and len(summary["seconds_alone"]) == len(summary["seconds"]) >= 5
+    entries = list(cache.glob("*.json"))
+    assert len(entries) == 1
+    entry = json.loads(entries[0].read_text())
+    assert entry["signature"]["processes"] == 2 and entry["signature"]["devices"] == 2
+    run = launcher(
+        2, "--", "--config", "configs/smoke.yaml", "--out", tmp_path / "run", "train.epochs=1", *same,
+        timeout=600,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "cost model: profiled on this machine" in run.stdout, run.stdout
+    one = run_cli("schedule", "--config", "configs/smoke.yaml", "--devices", "2", *same)
+    assert one.returncode == 0 and "profiled on this machine" not in one.stderr, one.stderr
+
+
 def test_two_processes_agree_on_a_profiled_cost_model(tmp_path):
     """A cost-model file given to every process is the run's model on all of them (their digests are
     all-gathered; a first version gathered a 48-bit value as int32, never matched, and every

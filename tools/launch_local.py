@@ -2,9 +2,10 @@
 
     python tools/launch_local.py 2 -- --config configs/smoke.yaml --out runs/mp
     python tools/launch_local.py 2 --devices-per-process 2 -- --config configs/smoke.yaml train.epochs=1
+    python tools/launch_local.py 2 --command profile -- --config configs/smoke.yaml --out runs/prof2
 
 Process i runs ``python -m dygnex_jax train <train args> --coordinator 127.0.0.1:PORT
---num-processes N --process-id i`` (``--script FILE``: ``python FILE <args> ...`` instead), with
+--num-processes N --process-id i`` (``--command profile``: ``profile`` instead of ``train``) (``--script FILE``: ``python FILE <args> ...`` instead), with
 ``--devices-per-process`` fake CPU devices and the CPU platform. PORT is a free port unless ``--port``.
 Output of every process goes to this terminal, each line prefixed with ``[i]``. Ctrl-C is forwarded
 to every process. The launcher exits 0 when all processes exit 0; when one fails it says which
@@ -41,7 +42,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("num_processes", type=int, help="N local processes")
     p.add_argument("--devices-per-process", type=int, default=1, help="fake CPU devices per process")
     p.add_argument("--port", type=int, default=0, help="coordinator port (default: a free one)")
-    p.add_argument("--script", help="run this Python file instead of `-m dygnex_jax train`")
+    p.add_argument(
+        "--command",
+        default="train",
+        choices=("train", "profile"),
+        help="the dygnex_jax command every process runs (default train; profile times a multi-process "
+        "run's steps for the cost model)",
+    )
+    p.add_argument("--script", help="run this Python file instead of `-m dygnex_jax <command>`")
     p.add_argument("--timeout", type=float, default=0, help="stop everything after this many seconds")
     return p
 
@@ -99,6 +107,7 @@ def launch(
     port: int = 0,
     script: str | None = None,
     timeout: float = 0,
+    command: str = "train",
 ) -> int:
     """Run the N processes to the end; the launcher's exit code (0, 1 on a failure, 130 on Ctrl-C)."""
     if n < 1:
@@ -112,7 +121,7 @@ def launch(
         "JAX_PLATFORMS": "cpu",
         "PYTHONUNBUFFERED": "1",
     }
-    head = [sys.executable, script] if script else [sys.executable, "-m", "dygnex_jax", "train"]
+    head = [sys.executable, script] if script else [sys.executable, "-m", "dygnex_jax", command]
     procs: list[subprocess.Popen] = []
     pumps = []
 
@@ -159,7 +168,9 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     cut = argv.index("--") if "--" in argv else len(argv)
     a = build_parser().parse_args(argv[:cut])
-    return launch(a.num_processes, argv[cut + 1 :], a.devices_per_process, a.port, a.script, a.timeout)
+    return launch(
+        a.num_processes, argv[cut + 1 :], a.devices_per_process, a.port, a.script, a.timeout, a.command
+    )
 
 
 if __name__ == "__main__":

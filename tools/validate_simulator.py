@@ -3,7 +3,8 @@
 For every device count P of --devices (and N of --processes): profiles the --fit datasets at P fake
 devices into the run's own cost-model cache (one pooled model per P), trains every dataset (--fit and
 --check) at P devices in one process — and at N processes x 1 device (``tools/launch_local.py``, gloo,
-with the model profiled at N devices) — as a user's run trains (``schedule.cost_model: auto``, planned
+with the model profiled at N processes x 1 device, ``launch_local.py --command profile``) — as a user's
+run trains (``schedule.cost_model: auto``, planned
 budgets), simulates the same epochs with ``simulate.py`` (the run's model, the trainer's budgets, the
 all-reduce over the link) and compares: error = simulated / measured - 1 on the epoch's step time.
 The protocol: ``dygnex_jax/research/simulator_validation.py``.
@@ -67,7 +68,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
         "--min-steps", type=int, default=12, help="train more epochs while fewer steps ran (small datasets)"
     )
     p.add_argument("--profile-steps", type=int, default=12)
-    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--host-cores", type=int, default=os.cpu_count() or 1, help="cores the fake devices share")
     p.add_argument("--set", action="append", default=[], help="extra key=value for every run")
     args = p.parse_args(argv)
@@ -86,11 +87,6 @@ def parse(argv: list[str]) -> argparse.Namespace:
         raise UserError("--fit needs at least one dataset (the cost model is profiled on them)")
     if not args.counts or min(args.counts) < 1 or args.processes < 0 or args.processes == 1:
         raise UserError("--devices must be >= 1 and --processes 0 (none) or >= 2")
-    if args.processes and args.processes not in args.counts:
-        raise UserError(
-            f"--processes {args.processes} is timed with the model profiled at {args.processes} fake devices: "
-            f"add {args.processes} to --devices"
-        )
     if args.epochs < 1 or args.profile_steps < 5 or args.repeats < 1:
         raise UserError("--epochs >= 1, --profile-steps >= 5 and --repeats >= 1")
     return args
@@ -115,6 +111,20 @@ def train(dataset: str, procs: int, per: int, extra: list[str], args, work: Path
                 [sys.executable, *launch, "--script", me[0], "--", *me[1:], *cfg], env, log
             )
     return json.loads(result.read_text())
+
+
+def profile_processes(dataset: str, procs: int, args, work: Path, log) -> None:
+    """Profile ``dataset`` at ``procs`` processes x 1 device (``launch_local.py --command profile``) into
+    ``work``'s cache, under the signature a run of that many processes looks up (unless done)."""
+    out = work / f"profile_{procs}proc_{dataset}"
+    if (out / "profile.json").exists():
+        return
+    log(f"profiling {dataset} at {procs} processes x 1 device")
+    launch = [str(REPO / "tools" / "launch_local.py"), str(procs), "--command", "profile", "--"]
+    cmd = [*launch, "--config", validation.CONFIG, "--out", str(out)]
+    cmd += ["--steps", str(args.profile_steps), "--repeats", str(args.repeats)]
+    cmd += validation.overrides(dataset, 0, args.batch, args.set)
+    validation.run_checked([sys.executable, *cmd], check.env(1, work / "cache"), log)
 
 
 def row(dataset: str, procs: int, data: dict, args) -> dict:
@@ -151,11 +161,15 @@ def main(argv=None) -> int:
             # the run's model (the cache's profile refitted around this dataset's steps at this count)
             (work / f"cost_model_{d}.json").write_text(json.dumps(data["cost_model"], indent=2) + "\n")
             rows.append(row(d, 1, data, args))
-    if args.processes:
-        n, work = args.processes, out / f"p{args.processes}"
+    if args.processes:  # profiled and trained as N processes (their own entry: schedule.cost_model auto)
+        n, work = args.processes, out / f"proc{args.processes}"
+        work.mkdir(parents=True, exist_ok=True)
+        for d in args.fit_sets:
+            profile_processes(d, n, args, work, log)
         for d in args.fit_sets + args.check_sets:
-            model = [f"schedule.cost_model={(work / f'cost_model_{d}.json').resolve()}"]
-            rows.append(row(d, n, train(d, n, 1, model, args, work, log), args))
+            data = train(d, n, 1, [], args, work, log)
+            (work / f"cost_model_{d}.json").write_text(json.dumps(data["cost_model"], indent=2) + "\n")
+            rows.append(row(d, n, data, args))
     payload = {
         "fit": args.fit_sets,
         "check": args.check_sets,

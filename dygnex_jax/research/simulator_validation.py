@@ -9,8 +9,8 @@ The protocol — nothing in the simulation is calibrated on the run it is compar
 2. **Train** every dataset (fit and check) at every run — P fake CPU devices in one process, and N
    processes x 1 device through ``tools/launch_local.py`` (gloo) — as a user's run trains: the config's
    defaults (planned budgets, prefetch), ``schedule.cost_model: auto`` (the pooled model of step 1; the
-   N-process run passes the file of the model profiled at N fake devices: ``profile`` runs in one
-   process). The planned budgets are compiled before epoch 1; the worker (the calling script in worker
+   N-process run's: the fit datasets profiled as N processes x 1 device, ``launch_local.py --command
+   profile``, an entry of its own signature). The planned budgets are compiled before epoch 1; the worker (the calling script in worker
    mode, ``worker``) writes every step's budget, measured and predicted seconds, the epoch wall times,
    the planned budgets, the run's cost model and the load average before and after.
 3. **Simulate** (``simulate.simulate``, no JAX) the same epochs: the same config, seed and epoch
@@ -229,6 +229,12 @@ def _pct(x) -> str:
     return "-" if x is None else f"{100 * x:+.1f}%"
 
 
+def _profiled_at(row: dict) -> str:
+    """Where the run's model was profiled: N processes x 1 device for the process runs, else P devices."""
+    procs = row.get("processes", 1)
+    return f"{procs} proc x 1 dev" if procs > 1 else f"{row['cost_model']['devices']} dev"
+
+
 def _beside_only(row: dict) -> str:
     """The simulation without an epoch's last step priced alone ("-" for a row from before)."""
     if row.get("beside_only_seconds") is None:
@@ -253,7 +259,7 @@ def markdown(rows: list[dict]) -> str:
             f"{r['analytic_seconds']:.3f} ({_pct(r['analytic_error_vs_steps'])}) | "
             f"{'yes' if r['same_budgets'] else 'no'} ({len(r['budgets']['trained'])}) | "
             f"{r['inputs']['link']}; {1e3 * r['inputs']['allreduce_seconds_per_step']:.2f} | "
-            f"{r['cost_model']['devices']} dev; {r['inputs']['per_step_constant_seconds']:.3f} | "
+            f"{_profiled_at(r)}; {r['inputs']['per_step_constant_seconds']:.3f} | "
             f"{r['load'][0]:.1f} / {r['load'][1]:.1f} |"
         )
     errs = [abs(r["error_vs_steps"]) for r in rows]
