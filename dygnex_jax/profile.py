@@ -153,6 +153,14 @@ def _load_flag(load: list) -> str:
     )
 
 
+def _refuse_busy(load: float, max_load: float) -> None:
+    if max_load > 0 and load > max_load:
+        raise UserError(
+            f"load average {load:.1f} is above --max-load {max_load:g}: other work shares the CPU and "
+            "would be timed too; profile when the machine is quieter (or raise --max-load)"
+        )
+
+
 def run_profile(
     config: Config,
     out_dir: str | Path,
@@ -174,12 +182,11 @@ def run_profile(
     log = log if main else (lambda *_: None)
     if cache and main:
         cost_cache.check_writable()
-    load_before = -parallel.min_over_processes(-os.getloadavg()[0])  # the busiest process's host
-    if max_load > 0 and load_before > max_load:
-        raise UserError(
-            f"load average {load_before:.1f} is above --max-load {max_load:g}: other work shares the CPU and "
-            "would be timed too; profile when the machine is quieter (or raise --max-load)"
-        )
+    # no JAX call before the Trainer: it sets the host allocator (host_memory) before XLA's threads
+    # exist; a backend started first (jax.process_count()) left the steps 1.5x slower
+    load_before = os.getloadavg()[0]
+    if distributed.process_count() == 1:
+        _refuse_busy(load_before, max_load)
     # every step on its own bucket: re-using a larger compiled budget would blur the spread of sizes;
     # no persistent compilation cache: a compilation is timed cold (a warm cache's hit, ~1 s of tracing
     # and lowering against ~4 s at 8 fake devices, would price every later run's new budgets too low);
@@ -191,11 +198,14 @@ def run_profile(
         config, parallel=exact, schedule=dataclasses.replace(config.schedule, cost_model="analytic")
     )
     trainer = Trainer(config)
+    if distributed.process_count() > 1:  # all processes refuse together: the busiest one's load
+        load_before = -parallel.min_over_processes(-load_before)
+        _refuse_busy(load_before, max_load)
     out = Path(out_dir)
     steps = profile_steps(trainer, n_steps, config.train.seed)
     timed = time_steps(trainer, steps, repeats, log)
     rows, seconds, compiles = timed["rows"], timed["seconds"], timed["compiles"]
-    load = [load_before, -parallel.min_over_processes(-os.getloadavg()[0])]
+    load = [load_before, -parallel.min_over_processes(-os.getloadavg()[0])]  # the trainer started JAX
     if len(rows) < 5:
         raise UserError(
             f"only {len(rows)} distinct step sizes to fit the cost model on: use more --steps, a smaller "

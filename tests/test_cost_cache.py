@@ -371,3 +371,31 @@ def test_profiled_steps_reach_the_runs_own_step(batch, devices, top):
         ids = [w for part in step for w in part]
         assert len(ids) == len(set(ids)) and len({len(part) for part in step}) == 1
     assert max(sizes) == top and min(sizes) == 1
+
+
+def test_profile_starts_no_jax_backend_before_its_trainer(tmp_path):
+    """The Trainer sets the host allocator (``host_memory``) before XLA's threads exist; a backend that
+    ``run_profile`` started first (a cross-process load query did) made every profiled step 1.5x slower
+    than training's steps on 2 CPU cores, and the cost model with them. Run in a fresh process."""
+    import subprocess
+    import sys
+
+    code = f"""
+from jax._src import xla_bridge
+from dygnex_jax import profile
+from dygnex_jax.config import load_config
+seen = []
+class Stop(Exception):
+    pass
+def fake(config):
+    seen.append(xla_bridge.backends_are_initialized())
+    raise Stop
+profile.Trainer = fake
+try:
+    profile.run_profile(load_config(None, []), {str(tmp_path / "p")!r}, cache=False, log=lambda *_: None)
+except Stop:
+    pass
+print("backend before the trainer:", seen)
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert "backend before the trainer: [False]" in proc.stdout, proc.stdout + proc.stderr
