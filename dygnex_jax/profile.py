@@ -153,6 +153,22 @@ def _load_flag(load: list) -> str:
     )
 
 
+def _fitted(trainer: Trainer, features: np.ndarray, timed: dict, load: list) -> CostModel:
+    """The profile's model: the fit on the steps beside the packing, ``coef_alone`` on the same alone."""
+    w, rows = trainer.windows.window, np.array(timed["rows"])
+    source = f"profile:{trainer.config.name}:{trainer.n_devices}dev"
+    model = fit(features, np.array(timed["seconds"]), window=w, source=source)
+    return dataclasses.replace(
+        model,
+        coef_alone=fit(features, np.array(timed["seconds_alone"]), window=w).coef,
+        devices=trainer.host_devices,
+        compile_seconds=float(statistics.median(timed["compiles"])),
+        load_average=load,
+        datasets=[trainer.graph.name],
+        profiled_max=[float(v) for v in rows.max(axis=0)],
+    )
+
+
 def _refuse_busy(load: float, max_load: float) -> None:
     if max_load > 0 and load > max_load:
         raise UserError(
@@ -199,8 +215,7 @@ def run_profile(
     )
     trainer = Trainer(config)
     if distributed.process_count() > 1:  # all processes refuse together: the busiest one's load
-        load_before = -parallel.min_over_processes(-load_before)
-        _refuse_busy(load_before, max_load)
+        _refuse_busy(load_before := -parallel.min_over_processes(-load_before), max_load)
     out = Path(out_dir)
     steps = profile_steps(trainer, n_steps, config.train.seed)
     timed = time_steps(trainer, steps, repeats, log)
@@ -211,19 +226,9 @@ def run_profile(
             f"only {len(rows)} distinct step sizes to fit the cost model on: use more --steps, a smaller "
             "parallel.bucket_ratio, or a dataset with more windows"
         )
-    w, devices = trainer.windows.window, trainer.host_devices
+    w = trainer.windows.window
     features = window_features(np.array(rows), w)
-    model = fit(features, np.array(seconds), window=w, source=f"profile:{config.name}:{trainer.n_devices}dev")
-    alone = fit(features, np.array(timed["seconds_alone"]), window=w)
-    model = dataclasses.replace(
-        model,
-        coef_alone=alone.coef,
-        devices=devices,
-        compile_seconds=float(statistics.median(compiles)),
-        load_average=load,
-        datasets=[trainer.graph.name],
-        profiled_max=[float(v) for v in np.array(rows).max(axis=0)],
-    )
+    model = _fitted(trainer, features, timed, load)
     held = held_out_errors(features, np.array(seconds))
     if not main:
         return model
