@@ -5,7 +5,8 @@
     python tools/launch_local.py 2 --command profile -- --config configs/smoke.yaml --out runs/prof2
 
 Process i runs ``python -m dygnex_jax train <train args> --coordinator 127.0.0.1:PORT
---num-processes N --process-id i`` (``--command profile``: ``profile`` instead of ``train``) (``--script FILE``: ``python FILE <args> ...`` instead), with
+--num-processes N --process-id i`` (``--command profile``: ``profile`` instead of ``train``; ``--script
+FILE``: ``python FILE <args> ...`` instead), with
 ``--devices-per-process`` fake CPU devices and the CPU platform. PORT is a free port unless ``--port``.
 Output of every process goes to this terminal, each line prefixed with ``[i]``. Ctrl-C is forwarded
 to every process. The launcher exits 0 when all processes exit 0; when one fails it says which
