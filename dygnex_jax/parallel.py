@@ -123,20 +123,24 @@ def to_host(tree):
 
 def sum_over_processes(value: float) -> float:
     """A host number summed over the processes of a multi-process run (itself in one process)."""
-    if jax.process_count() == 1:
-        return value
+    return value if jax.process_count() == 1 else float(np.sum(_gathered(value)))
+
+
+def _gathered(value: float) -> np.ndarray:
+    """[processes] a host number of every process of a multi-process run."""
     from jax.experimental import multihost_utils
 
-    return float(np.sum(multihost_utils.process_allgather(np.asarray([value], np.float64))))
+    return multihost_utils.process_allgather(np.asarray([value], np.float64))
 
 
 def min_over_processes(value: float) -> float:
     """A host number's minimum over the processes of a multi-process run (itself in one process)."""
-    if jax.process_count() == 1:
-        return value
-    from jax.experimental import multihost_utils
+    return value if jax.process_count() == 1 else float(np.min(_gathered(value)))
 
-    return float(np.min(multihost_utils.process_allgather(np.asarray([value], np.float64))))
+
+def max_over_processes(value: float) -> float:
+    """A host number's maximum over the processes of a multi-process run (itself in one process)."""
+    return value if jax.process_count() == 1 else float(np.max(_gathered(value)))
 
 
 def host_devices(mesh: Mesh) -> tuple[int, int]:

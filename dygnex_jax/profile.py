@@ -215,12 +215,12 @@ def run_profile(
     )
     trainer = Trainer(config)
     if distributed.process_count() > 1:  # all processes refuse together: the busiest one's load
-        _refuse_busy(load_before := -parallel.min_over_processes(-load_before), max_load)
+        _refuse_busy(load_before := parallel.max_over_processes(load_before), max_load)
     out = Path(out_dir)
     steps = profile_steps(trainer, n_steps, config.train.seed)
     timed = time_steps(trainer, steps, repeats, log)
     rows, seconds, compiles = timed["rows"], timed["seconds"], timed["compiles"]
-    load = [load_before, -parallel.min_over_processes(-os.getloadavg()[0])]  # the trainer started JAX
+    load = [load_before, parallel.max_over_processes(os.getloadavg()[0])]  # the trainer started JAX
     if len(rows) < 5:
         raise UserError(
             f"only {len(rows)} distinct step sizes to fit the cost model on: use more --steps, a smaller "

@@ -113,20 +113,6 @@ def train(dataset: str, procs: int, per: int, extra: list[str], args, work: Path
     return json.loads(result.read_text())
 
 
-def profile_processes(dataset: str, procs: int, args, work: Path, log) -> None:
-    """Profile ``dataset`` at ``procs`` processes x 1 device (``launch_local.py --command profile``) into
-    ``work``'s cache, under the signature a run of that many processes looks up (unless done)."""
-    out = work / f"profile_{procs}proc_{dataset}"
-    if (out / "profile.json").exists():
-        return
-    log(f"profiling {dataset} at {procs} processes x 1 device")
-    launch = [str(REPO / "tools" / "launch_local.py"), str(procs), "--command", "profile", "--"]
-    cmd = [*launch, "--config", validation.CONFIG, "--out", str(out)]
-    cmd += ["--steps", str(args.profile_steps), "--repeats", str(args.repeats)]
-    cmd += validation.overrides(dataset, 0, args.batch, args.set)
-    validation.run_checked([sys.executable, *cmd], check.env(1, work / "cache"), log)
-
-
 def row(dataset: str, procs: int, data: dict, args) -> dict:
     p = data["devices"]
     config = load_config(REPO / validation.CONFIG, validation.overrides(dataset, p, args.batch, args.set))
@@ -139,6 +125,14 @@ def row(dataset: str, procs: int, data: dict, args) -> dict:
         flush=True,
     )
     return r
+
+
+def measured_row(dataset: str, procs: int, per: int, args, work: Path, log) -> dict:
+    """Train ``dataset`` at ``procs`` processes x ``per`` devices (unless done) and compare; the run's
+    model (the cache's profile refitted around this dataset's steps) is written beside its steps."""
+    data = train(dataset, procs, per, [], args, work, log)
+    (work / f"cost_model_{dataset}.json").write_text(json.dumps(data["cost_model"], indent=2) + "\n")
+    return row(dataset, procs, data, args)
 
 
 def main(argv=None) -> int:
@@ -156,20 +150,13 @@ def main(argv=None) -> int:
         for d in args.fit_sets:
             log(f"profiling {d} at {devices} devices")
             check.profile(d, args, work, log)
-        for d in args.fit_sets + args.check_sets:
-            data = train(d, 1, devices, [], args, work, log)
-            # the run's model (the cache's profile refitted around this dataset's steps at this count)
-            (work / f"cost_model_{d}.json").write_text(json.dumps(data["cost_model"], indent=2) + "\n")
-            rows.append(row(d, 1, data, args))
+        rows += [measured_row(d, 1, devices, args, work, log) for d in args.fit_sets + args.check_sets]
     if args.processes:  # profiled and trained as N processes (their own entry: schedule.cost_model auto)
         n, work = args.processes, out / f"proc{args.processes}"
         work.mkdir(parents=True, exist_ok=True)
         for d in args.fit_sets:
-            profile_processes(d, n, args, work, log)
-        for d in args.fit_sets + args.check_sets:
-            data = train(d, n, 1, [], args, work, log)
-            (work / f"cost_model_{d}.json").write_text(json.dumps(data["cost_model"], indent=2) + "\n")
-            rows.append(row(d, n, data, args))
+            check.profile(d, args, work, log, processes=n)
+        rows += [measured_row(d, n, 1, args, work, log) for d in args.fit_sets + args.check_sets]
     payload = {
         "fit": args.fit_sets,
         "check": args.check_sets,

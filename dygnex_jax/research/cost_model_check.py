@@ -28,7 +28,7 @@ from .. import plan
 from ..errors import UserError
 from ..padding import Budget
 from ..schedule.cost import default_cost_model
-from .simulator_validation import CONFIG, overrides, run_checked
+from .simulator_validation import CONFIG, REPO, overrides, run_checked
 from .simulator_validation import worker as worker  # the training worker both tools run (re-exported)
 
 
@@ -41,14 +41,24 @@ def env(devices: int, cache: Path) -> dict:
     }
 
 
-def profile(dataset: str, args, work: Path, log) -> dict:
-    """Profile ``dataset`` at ``args.devices`` into the benchmark's cache; its profile.json."""
-    out = work / f"profile_{dataset}"
+def profile(dataset: str, args, work: Path, log, processes: int = 1) -> dict:
+    """Profile ``dataset`` into the tool's cache (``work / "cache"``) unless done; its profile.json. One
+    process at ``args.devices`` fake devices, or ``processes`` > 1 processes x 1 device
+    (``tools/launch_local.py N --command profile``: an entry of that many processes, which a run of as
+    many processes finds)."""
+    out = work / (f"profile_{processes}proc_{dataset}" if processes > 1 else f"profile_{dataset}")
     if not (out / "profile.json").exists():
-        cmd = [sys.executable, "-m", "dygnex_jax", "profile", "--config", CONFIG, "--out", str(out)]
+        devices = 1 if processes > 1 else args.devices
+        cmd = ["profile", "--config", CONFIG, "--out", str(out)]
         cmd += ["--steps", str(args.profile_steps), "--repeats", str(args.repeats)]
-        cmd += overrides(dataset, args.devices, args.batch, args.set)
-        run_checked(cmd, env(args.devices, work / "cache"), log)
+        cmd += overrides(dataset, 0 if processes > 1 else devices, args.batch, args.set)
+        if processes > 1:
+            log(f"profiling {dataset} at {processes} processes x 1 device")
+            launch = [str(REPO / "tools" / "launch_local.py"), str(processes), "--command", "profile", "--"]
+            cmd = [sys.executable, *launch, *cmd[1:]]
+        else:
+            cmd = [sys.executable, "-m", "dygnex_jax", *cmd]
+        run_checked(cmd, env(devices, work / "cache"), log)
     return json.loads((out / "profile.json").read_text())
 
 
