@@ -12,7 +12,7 @@ The protocol: ``dygnex_jax/research/simulator_validation.py``.
 Writes ``validate_simulator.json``, ``.md`` (the README table) and ``.png`` to --out; every run's
 files stay under ``--out/pP`` (a second call re-uses them: delete the folder to measure again).
 
-    python tools/validate_simulator.py --out runs/validate              # every dataset, 1,2,4,8 + 2 processes: ~50 min
+    python tools/validate_simulator.py --out runs/validate              # every dataset, 1,2,4,8 + 2 processes: ~85 min
     python tools/validate_simulator.py --devices 1 --processes 0 --fit synthetic --check "" --epochs 2
 
 The training runs are this file in ``--worker`` mode (one process, or each of the launcher's).
@@ -68,7 +68,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
         "--min-steps", type=int, default=12, help="train more epochs while fewer steps ran (small datasets)"
     )
     p.add_argument("--profile-steps", type=int, default=12)
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=5, help="timed runs of each profiled step (medians)")
     p.add_argument("--host-cores", type=int, default=os.cpu_count() or 1, help="cores the fake devices share")
     p.add_argument("--set", action="append", default=[], help="extra key=value for every run")
     args = p.parse_args(argv)
