@@ -226,7 +226,7 @@ def trainer_meta(trainer, epoch: int, history: list[dict]) -> dict:
         "history": history,
         "scheduler_weights": [trainer.settings.alpha, trainer.settings.beta, trainer.settings.gamma],
         "cost_model": trainer.cost_model.to_dict(),
-        "step_log": [[[float(x) for x in work], float(s)] for work, s in trainer.step_log],
+        "step_log": [[[float(x) for x in work], float(s), bool(a)] for work, s, a in trainer.step_log],
         **trainer.packer.state_dict(),  # "budgets" used so far and the "rent" paid (Packer)
         # the run's planned training budgets and step composition: a resumed run keeps them (even with
         # more epochs, whose steps then fit these budgets), so its shapes are the run's own
@@ -423,7 +423,10 @@ def restore(trainer, ckpt: Checkpoint) -> list[dict]:
         d = meta["cost_model"]
         cost_model = CostModel.from_dict(d)
         alpha, beta, gamma = meta["scheduler_weights"]
-        step_log = [(np.array(work), seconds) for work, seconds in meta["step_log"]]
+        # [work, seconds, alone]; checkpoints before the alone flag: [work, seconds] (beside)
+        step_log = [
+            (np.array(e[0]), float(e[1]), bool(e[2]) if len(e) > 2 else False) for e in meta["step_log"]
+        ]
         plan = meta.get("plan")
         planned = None
         if plan is not None:

@@ -243,8 +243,8 @@ class ScheduleConfig:
     # so), "analytic", or a JSON file from `profile`. A profiled model's seconds per node, edge and pair
     # become alpha/beta/gamma, and predicted step times and the compile price use it (cost_cache.py).
     cost_model: str = key("auto", free="auto, analytic or a file (cost_cache.py reads it)")
-    # Every N epochs, re-fit the cost model on the step times measured so far and re-schedule with
-    # its weights (0 = never).
+    # Every N epochs, re-fit the cost model on the step times measured so far (steps beside the next
+    # step's packing and an epoch's last, alone, fitted apart) and re-schedule with its weights (0 = never).
     reschedule_every: int = key(0, "[0, inf)")
     # dygnex_l: seconds per step, search and MILP together (an epoch may take steps x this). 0.5 s
     # gets 96 % of what 2 s gets on Bitcoin-OTC / UCI / AS-733 at P = 8 (docs/bench_ilp.json).

@@ -203,7 +203,7 @@ def accumulated_gradient(trainer, micro_steps: list, epoch: int = 1):
     return jax.tree.map(np.asarray, parallel.to_host(sums))
 
 
-def run_micro_step(trainer, placed, budget: Budget, padded_work: np.ndarray, first: bool, last: bool):
+def run_micro_step(trainer, placed, budget: Budget, first: bool, last: bool):
     """``Trainer.run_step`` of one micro-step (``accumulate`` > 1): its gradient sums are added to the
     update's (``first``: from zero); the ``last`` one applies the update and returns its stats (else
     None). Returns (stats, seconds, CPU seconds, compiled now)."""
@@ -219,4 +219,4 @@ def run_micro_step(trainer, placed, budget: Budget, padded_work: np.ndarray, fir
         t.params, t.opt_state, stats = t.train_step.apply(t.params, t.opt_state, t.sums)
         stats, t.sums = {k: float(v) for k, v in stats.items()}, None
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
-    return stats, seconds, cpu, t.account_step(traces, seconds, padded_work)
+    return stats, seconds, cpu, t.account_step(traces, seconds)

@@ -347,12 +347,14 @@ def plan(
     devices: int,
     ws: WindowSet | None = None,
     model: CostModel | None = None,
-    slowdown: float = 1.0,
+    slowdown: float | None = None,
 ) -> dict:
     """Schedule the training windows as the trainer would and measure epoch 1 (no training): with
     ``parallel.budgets: planned`` every epoch of the run is scheduled and its budgets planned
-    (``plan_run``, as the trainer does before epoch 1, ``slowdown``: ``shared_cores`` of the devices
-    it would train on), and epoch 1 is packed on them."""
+    (``plan_run``, as the trainer does before epoch 1), and epoch 1 is packed on them. ``slowdown``:
+    how many times slower than ``model`` the devices run (None: the trainer's, ``model_slowdown`` of
+    ``devices`` fake CPU devices on this machine's cores — 1 would price steps, and so every
+    compilation's worth in steps, as if each device had cores of its own)."""
     if config.schedule.method == "dygnex_l":
         require_installed(config.schedule)
     ws = ws if ws is not None else task_windows(datasets.load_dataset(config.data), config.data)
@@ -368,6 +370,8 @@ def plan(
             devices=devices,
             scale=step_scale(costs[:, 2], config.train.batch_size, devices),
         )
+    if slowdown is None:
+        slowdown = model_slowdown(model, devices, available_cores(), "cpu")
     settings = run_settings(config.schedule, model, ws.window)  # the trainer's weights under the model
     weights = cost_weights(settings)
     run = plan_run(
@@ -406,7 +410,8 @@ def plan(
         "budgets": [list(p.as_tuple()) for p in (run.budgets or sorted(set(paid)))],
         "planned_epochs": len(run.schedules),
         "imbalance": stats["imbalance"],
-        "predicted_epoch_seconds": predicted_epoch_seconds(
+        "predicted_epoch_seconds": slowdown  # the trainer's per-step prediction, summed
+        * predicted_epoch_seconds(
             loads, model, ws.window, padded=padded, alone=alone_steps(len(padded), config.parallel.prefetch)
         ),
         "cost_model": model.source,

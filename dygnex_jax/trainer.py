@@ -133,7 +133,8 @@ class Trainer:
         self.compile_seconds_ahead = 0.0  # ahead-of-time compilation of the planned budgets
         self.plan_seconds = 0.0  # scheduling every planned epoch and planning the budgets
         self.compile_seconds = 0.0  # all training-step compilation: ahead of time, and on demand
-        self.step_log: list[tuple[np.ndarray, float]] = []  # (padded work, seconds) of compiled steps
+        # (padded work, seconds, alone) of the steps that compiled nothing (alone: nothing packed beside)
+        self.step_log: list[tuple[np.ndarray, float, bool]] = []
         self.last_steps: list[dict] = []  # per-step figures of the last epoch (steps.jsonl)
 
     def _init_state(self) -> None:
@@ -182,13 +183,28 @@ class Trainer:
         return planning.step_seconds_fn(self.cost_model, self.windows.window, self.layout, self.slowdown)
 
     def refit_cost_model(self) -> CostModel | None:
-        """Fit the cost model on the step times measured so far (compiling steps excluded)."""
+        """Fit the cost model on the step times measured so far (compiling steps excluded): ``coef`` on
+        the steps run beside the next step's packing and ``coef_alone`` on those run alone (an epoch's
+        last), each given at least 5 steps; with fewer alone steps the old model's ``coef_alone`` stays;
+        with fewer beside steps (no prefetch: every step alone) one fit on all of them prices every
+        step. The old model's compile seconds and datasets carry over."""
         if len(self.step_log) < 5:
             return None
-        work = np.array([w for w, _ in self.step_log])
-        seconds = np.array([s for _, s in self.step_log])
-        w = self.windows.window
-        self.set_cost_model(fit(window_features(work, w), seconds, window=w, source="refit"))
+        work = np.array([w for w, _, _ in self.step_log])
+        seconds = np.array([s for _, s, _ in self.step_log])
+        alone = np.array([a for _, _, a in self.step_log], bool)
+        w, old = self.windows.window, self.cost_model
+
+        def refit(rows):
+            return fit(window_features(work[rows], w), seconds[rows], window=w, source="refit")
+
+        if (~alone).sum() >= 5:
+            model = refit(~alone)
+            model.coef_alone = refit(alone).coef if alone.sum() >= 5 else old.coef_alone
+        else:
+            model = refit(np.ones_like(alone))
+        model.compile_seconds, model.datasets = old.compile_seconds, list(old.datasets)
+        self.set_cost_model(model)
         self.schedules.clear()  # planned with the old weights: later epochs are scheduled anew
         return self.cost_model
 
@@ -384,26 +400,23 @@ class Trainer:
                     pending.append(pool.submit(prepare, nxt))
                 yield ready
 
-    def run_step(self, placed, budget: Budget, padded_work: np.ndarray) -> tuple[dict, float, float, bool]:
+    def run_step(self, placed, budget: Budget) -> tuple[dict, float, float, bool]:
         """One training step on the mesh -> (stats, seconds, CPU seconds of this process, compiled now).
-        Time spent compiling is counted as compilation, never as step time; a timed step is logged with
-        its ``padded_work`` (the cost model's refit data)."""
+        Time spent compiling is counted as compilation, never as step time."""
         traces = len(self.train_step.traces)
         step_fn = self._executables.get(budget, self.train_step)  # compiled ahead, or jit on demand
         start, cpu = time.perf_counter(), time.process_time()
         self.params, self.opt_state, stats = step_fn(self.params, self.opt_state, placed)
         stats = {k: float(v) for k, v in stats.items()}  # waits for the step
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
-        return stats, seconds, cpu, self.account_step(traces, seconds, padded_work)
+        return stats, seconds, cpu, self.account_step(traces, seconds)
 
-    def account_step(self, traces: int, seconds: float, padded_work: np.ndarray) -> bool:
+    def account_step(self, traces: int, seconds: float) -> bool:
         """Whether a step compiled (the train step traced since it had ``traces``): its ``seconds`` go
-        to compilation, else to the step log (the cost model's refit data)."""
+        to compilation (else the caller logs the step: ``step_log``, the cost model's refit data)."""
         compiled = len(self.train_step.traces) > traces
         if compiled:
             self.compile_seconds += seconds
-        else:
-            self.step_log.append((padded_work, seconds))
         return compiled
 
     def train_epoch(self, epoch: int, progress=None, sched=None) -> dict:
@@ -423,16 +436,17 @@ class Trainer:
             pw = self.padded_work(budget)
             micro = self.accumulate
             if micro == 1:
-                stats, seconds, cpu, compiled = self.run_step(placed, budget, pw)
+                stats, seconds, cpu, compiled = self.run_step(placed, budget)
             else:  # micro-steps i, i + 1, ... of one update (memory_plan.py)
                 last = i % micro == micro - 1 or i == sched.num_steps - 1
                 stats, seconds, cpu, compiled = memory_plan.run_micro_step(
-                    self, placed, budget, pw, i % micro == 0, last
+                    self, placed, budget, i % micro == 0, last
                 )
             predicted = self.step_seconds(budget, bool(alone[i]))
             acc.update(predicted=predicted, real=sum(loads), padded=padded)
             if not compiled:  # the cost model's prediction against steps that compiled nothing
                 acc.update(steps_timed=seconds, steps_predicted=predicted)
+                self.step_log.append((pw, seconds, bool(alone[i])))
             acc.update({f"comm_{k}": v for k, v in comm.items()})
             finite = True
             if stats is not None:

@@ -202,6 +202,7 @@ def test_save_restore_round_trip_is_exact(tmp_path, monkeypatch):
         tmp_path
     )  # a relative run directory, as `train --out runs/x` gives (orbax wants absolute)
     checkpoint.save(tr, "run", 1, history, keep=3)
+    log = [(w.tolist(), s, a) for w, s, a in tr.step_log]  # the refit's data, alone flags included
     after = tr.train_epoch(2)  # moves the parameters on
     tr.packer.load_state_dict({"budgets": [], "rent": [[[1, 2, 3, 4], 5.0]]})
     got = checkpoint.restore(tr, checkpoint.latest("run"))
@@ -209,6 +210,7 @@ def test_save_restore_round_trip_is_exact(tmp_path, monkeypatch):
     for x, y in zip(saved, leaves(tr.params) + leaves(tr.opt_state)):
         np.testing.assert_array_equal(x, y)
     assert tr.packer.state_dict() == state
+    assert [(w.tolist(), s, a) for w, s, a in tr.step_log] == log
     assert tr.train_epoch(2)["loss"] == after["loss"]  # the same epoch 2 again
 
 

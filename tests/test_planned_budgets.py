@@ -36,7 +36,9 @@ def test_compilations_are_fixed_before_epoch_1(model, layout):
 
 
 def test_the_schedule_command_reports_what_training_pays():
-    """``plan.plan`` (the ``schedule`` command) and the trainer's epoch 1 evaluate one padded-cost
+    """``plan.plan`` (the ``schedule`` command, and the research tools that call it without a slowdown)
+    plans the budgets the trainer plans — the same devices' slowdown on this machine's cores prices
+    the steps and so each compilation's worth — and the trainer's epoch 1 evaluates one padded-cost
     function on the same schedule and budgets: the packed efficiencies are equal."""
     for extra in (
         ["model.name=egcn_o"],
@@ -46,6 +48,8 @@ def test_the_schedule_command_reports_what_training_pays():
         tr = make(*extra, "train.batch_size=6")
         want = plan.plan(tr.config, tr.n_devices, ws=tr.windows)
         got = tr.train_epoch(1)
+        assert sorted(want["budgets"]) == sorted(list(b.as_tuple()) for b in tr.planned)
+        assert got["predicted_epoch_seconds"] == pytest.approx(want["predicted_epoch_seconds"], rel=1e-9)
         assert got["padding_efficiency"] == pytest.approx(want["packed_padding_efficiency"], rel=1e-9)
         assert got["budgets"] <= len(want["budgets"])
 

@@ -102,6 +102,46 @@ def test_refit_sets_the_scheduler_weights():
     assert np.isfinite(stats["loss"]) and stats["predicted_epoch_seconds"] > 0
 
 
+def test_step_log_marks_an_epochs_last_step_alone_and_the_refit_fits_both():
+    """With prefetch every epoch's last step runs alone (nothing packed beside it) and is logged so;
+    the refit prices the steps beside the packing and those alone with a fit each (exact on linear
+    timings), keeps the old ``coef_alone`` with fewer than 5 alone steps, and without prefetch (every
+    step alone) fits one model on all."""
+    from dygnex_jax.schedule.cost import CostModel, window_features
+
+    tr = make("train.batch_size=2", "parallel.bucket_ratio=2.0", "parallel.prefetch=1")
+    want = []
+    for epoch in (1, 2):
+        tr.train_epoch(epoch)
+        n = len(tr.last_steps)
+        assert n >= 2
+        want += [s["step"] == n - 1 for s in tr.last_steps if not s["compiled"]]
+    assert [a for _, _, a in tr.step_log] == want and any(want) and not all(want)
+    w = tr.windows.window
+    rng = np.random.default_rng(0)
+    work = rng.uniform(10, 1000, (12, 3))
+    beside_coef = np.array([1e-4, 2e-4, 3e-5, 1e-3, 0.02])
+    alone_coef = np.array([5e-5, 1e-4, 3e-5, 0.0, 0.01])
+    secs = {a: window_features(work, w) @ (alone_coef if a else beside_coef) for a in (False, True)}
+    tr.step_log = [(work[i], float(secs[i % 2 == 1][i]), i % 2 == 1) for i in range(12)]
+    model = tr.refit_cost_model()
+    np.testing.assert_allclose(model.predict_costs(work, w), secs[False], rtol=1e-6)
+    np.testing.assert_allclose(model.predict_costs(work, w, alone=True), secs[True], rtol=1e-6)
+    # 3 alone steps: not enough to fit, the old model's alone coefficients stay
+    old = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+    tr.set_cost_model(CostModel(coef=model.coef, coef_alone=old, source="fit", compile_seconds=2.5))
+    tr.step_log = [(work[i], float(secs[i >= 9][i]), i >= 9) for i in range(12)]
+    model = tr.refit_cost_model()
+    np.testing.assert_allclose(model.coef_alone, old)
+    np.testing.assert_allclose(model.predict_costs(work, w), secs[False], rtol=1e-6)
+    assert model.compile_seconds == 2.5, "the compile price carries over"
+    # every step alone (no prefetch): one fit on all of them prices the alone steps
+    tr.step_log = [(work[i], float(secs[True][i]), True) for i in range(12)]
+    model = tr.refit_cost_model()
+    assert model.coef_alone is None
+    np.testing.assert_allclose(model.predict_costs(work, w, alone=True), secs[True], rtol=1e-6)
+
+
 def test_long_evaluation_says_it_is_alive():
     """With a log and an interval of 0 s, every evaluation step but the last prints its progress and
     an estimate of the time left; the metrics do not change with logging."""

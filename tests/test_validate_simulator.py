@@ -54,6 +54,11 @@ def test_compare_on_a_run_the_simulator_predicts(p):
     )
     text = validation.markdown([r])
     assert f"| {p} dev | synthetic | **no** |" in text and "| 2 dev; " in text and "**-20.0%**" in text
+    # beside an earlier run that measured 1.6 x (error -37.5 %): moved -37.5 %, each run's error shown
+    earlier = validation.compare("synthetic", False, f"{p} dev", 1, payload(p, 2.0), config(p), cores=2)
+    both = validation.two_runs([r], [earlier, {**earlier, "run": "other"}])
+    assert both.count(f"| {p} dev | synthetic |") == 1 and "(-37.5%)" in both
+    assert "-20.0% / -50.0%" in both and "moved between the runs by 37.5% (median over 1 rows" in both
 
 
 def test_a_run_whose_every_epoch_compiled_is_one_error():
@@ -77,6 +82,7 @@ def test_other_budgets_are_flagged():
         (["--epochs", "0"], "error: --epochs >= 1, --profile-steps >= 5 and --repeats >= 1"),
         (["--processes", "1"], "error: --devices must be >= 1 and --processes 0 (none) or >= 2"),
         (["--fit", ""], "error: --fit needs at least one dataset"),
+        (["--previous", "missing.json"], "error: --previous 'missing.json' is not a validate_simulator.json"),
     ],
 )
 def test_bad_arguments_are_one_line(tmp_path, args, needle):

@@ -71,6 +71,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--repeats", type=int, default=5, help="timed runs of each profiled step (medians)")
     p.add_argument("--host-cores", type=int, default=os.cpu_count() or 1, help="cores the fake devices share")
     p.add_argument("--set", action="append", default=[], help="extra key=value for every run")
+    p.add_argument(
+        "--previous",
+        help="an earlier run's validate_simulator.json: its rows beside these (validate_simulator_runs.md)",
+    )
     args = p.parse_args(argv)
     try:
         args.counts = [int(x) for x in args.devices.split(",") if x]
@@ -89,7 +93,21 @@ def parse(argv: list[str]) -> argparse.Namespace:
         raise UserError("--devices must be >= 1 and --processes 0 (none) or >= 2")
     if args.epochs < 1 or args.profile_steps < 5 or args.repeats < 1:
         raise UserError("--epochs >= 1, --profile-steps >= 5 and --repeats >= 1")
+    args.previous_rows = previous_rows(args.previous) if args.previous else None
     return args
+
+
+def previous_rows(path: str) -> list[dict]:
+    """The rows of an earlier run's validate_simulator.json (read before this run's hour of work)."""
+    try:
+        rows = json.loads(Path(path).read_text())["rows"]
+        if not all({"run", "dataset", "measured_step_seconds", "error_vs_steps"} <= set(r) for r in rows):
+            raise ValueError("a row lacks its run, dataset, measured seconds or error")
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise UserError(
+            f"--previous {path!r} is not a validate_simulator.json ({e}): give an earlier run's file"
+        ) from None
+    return rows
 
 
 def train(dataset: str, procs: int, per: int, extra: list[str], args, work: Path, log) -> dict:
@@ -167,6 +185,9 @@ def main(argv=None) -> int:
         "seconds": time.perf_counter() - start,
         "rows": rows,
     }
+    if args.previous_rows:  # the machine's run-to-run spread beside the errors
+        payload["previous"] = {"path": args.previous, "rows": args.previous_rows}
+        (out / "validate_simulator_runs.md").write_text(validation.two_runs(rows, args.previous_rows))
     (out / "validate_simulator.json").write_text(json.dumps(payload, indent=2) + "\n")
     (out / "validate_simulator.md").write_text(validation.markdown(rows))
     validation.plot(rows, out / "validate_simulator.png")

@@ -272,6 +272,38 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def two_runs(rows: list[dict], previous: list[dict]) -> str:
+    """The rows of this run beside an earlier run's (matched by run and dataset): the measured epoch,
+    the simulated one and the error of each, and how far the measured moved between the runs — the
+    machine's run-to-run spread, against which a row's error is read."""
+    old = {(r["run"], r["dataset"]): r for r in previous}
+    lines = [
+        "| run | dataset | measured s: this / earlier (moved) | simulated s: this / earlier "
+        "| error: this / earlier | load before: this / earlier |",
+        "|---|---|---:|---:|---:|---|",
+    ]
+    moved = []
+    for r in rows:
+        o = old.get((r["run"], r["dataset"]))
+        if o is None:
+            continue
+        m = r["measured_step_seconds"] / o["measured_step_seconds"] - 1
+        moved.append(abs(m))
+        lines.append(
+            f"| {r['run']} | {r['dataset']} | {r['measured_step_seconds']:.3f} / "
+            f"{o['measured_step_seconds']:.3f} ({_pct(m)}) | {r['simulated_seconds']:.3f} / "
+            f"{o['simulated_seconds']:.3f} | {_pct(r['error_vs_steps'])} / {_pct(o['error_vs_steps'])} | "
+            f"{r['load'][0]:.1f} / {o['load'][0]:.1f} |"
+        )
+    if moved:
+        lines += [
+            "",
+            f"The measured epoch moved between the runs by {100 * np.median(moved):.1f}% (median over "
+            f"{len(moved)} rows; max {100 * max(moved):.1f}%).",
+        ]
+    return "\n".join(lines) + "\n"
+
+
 def plot(rows: list[dict], path: Path) -> None:
     import matplotlib
 
