@@ -33,7 +33,7 @@ from .padding import layout_view
 from .padding import padded_work as layout_padded_work
 from .schedule import cost_weights, schedule
 from .schedule.base import check_sizes
-from .schedule.cost import CostModel, alone_steps, beyond_profile, fit, window_features
+from .schedule.cost import CostModel, alone_steps, beyond_profile, refit
 from .schedule.ilp import require_installed
 from .schedule.metrics import summarize
 from .tasks import get_task
@@ -183,27 +183,11 @@ class Trainer:
         return planning.step_seconds_fn(self.cost_model, self.windows.window, self.layout, self.slowdown)
 
     def refit_cost_model(self) -> CostModel | None:
-        """Fit the cost model on the step times measured so far (compiling steps excluded): ``coef`` on
-        the steps run beside the next step's packing and ``coef_alone`` on those run alone (an epoch's
-        last), each given at least 5 steps; with fewer alone steps the old model's ``coef_alone`` stays;
-        with fewer beside steps (no prefetch: every step alone) one fit on all of them prices every
-        step. The old model's compile seconds and datasets carry over."""
-        if len(self.step_log) < 5:
+        """Fit the cost model on the step times measured so far (``cost.refit``: steps beside the
+        packing and alone apart) and schedule later epochs with its weights; None below 5 steps."""
+        model = refit(self.step_log, self.windows.window, self.cost_model)
+        if model is None:
             return None
-        work = np.array([w for w, _, _ in self.step_log])
-        seconds = np.array([s for _, s, _ in self.step_log])
-        alone = np.array([a for _, _, a in self.step_log], bool)
-        w, old = self.windows.window, self.cost_model
-
-        def refit(rows):
-            return fit(window_features(work[rows], w), seconds[rows], window=w, source="refit")
-
-        if (~alone).sum() >= 5:
-            model = refit(~alone)
-            model.coef_alone = refit(alone).coef if alone.sum() >= 5 else old.coef_alone
-        else:
-            model = refit(np.ones_like(alone))
-        model.compile_seconds, model.datasets = old.compile_seconds, list(old.datasets)
         self.set_cost_model(model)
         self.schedules.clear()  # planned with the old weights: later epochs are scheduled anew
         return self.cost_model

@@ -285,6 +285,30 @@ def fit(features: np.ndarray, seconds: np.ndarray, *, window: int = 10, source: 
     return CostModel(coef=coef, window=window, mape=error, n_samples=len(seconds), source=source)
 
 
+def refit(step_log: list, window: int, old: CostModel) -> CostModel | None:
+    """A run's model refitted on its timed steps (``Trainer.step_log``: (padded work [3], seconds,
+    alone)): ``coef`` on the steps run beside the next step's packing and ``coef_alone`` on those run
+    alone (an epoch's last), each given at least 5 steps; with fewer alone steps ``old``'s
+    ``coef_alone`` stays; with fewer beside steps (no prefetch: every step alone) one fit on all of
+    them prices every step. ``old``'s compile seconds and datasets carry over. None below 5 steps."""
+    if len(step_log) < 5:
+        return None
+    work = np.array([w for w, _, _ in step_log], dtype=np.float64)
+    seconds = np.array([s for _, s, _ in step_log], dtype=np.float64)
+    alone = np.array([a for _, _, a in step_log], bool)
+
+    def on(rows):
+        return fit(window_features(work[rows], window), seconds[rows], window=window, source="refit")
+
+    if (~alone).sum() >= 5:
+        model = on(~alone)
+        model.coef_alone = on(alone).coef if alone.sum() >= 5 else old.coef_alone
+    else:
+        model = on(np.ones_like(alone))
+    model.compile_seconds, model.datasets = old.compile_seconds, list(old.datasets)
+    return model
+
+
 # a step whose nodes, edges or pairs pass this multiple of the largest profiled step is beyond the profile
 BEYOND_PROFILE = 2.0
 
