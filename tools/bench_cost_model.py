@@ -60,7 +60,6 @@ def main(argv=None) -> int:
         work = out if len(counts) == 1 else out / f"p{devices}"
         work.mkdir(parents=True, exist_ok=True)
         for d in fit:
-            log(f"profiling {d} at {devices} devices")
             profiles[f"{d}@{devices}"] = check.profile(d, args, work, log)
         for d in fit + held:
             log(f"training {d} at {devices} devices")

@@ -166,7 +166,6 @@ def main(argv=None) -> int:
         work.mkdir(parents=True, exist_ok=True)
         args.devices = devices  # what cost_model_check.profile reads
         for d in args.fit_sets:
-            log(f"profiling {d} at {devices} devices")
             check.profile(d, args, work, log)
         rows += [measured_row(d, 1, devices, args, work, log) for d in args.fit_sets + args.check_sets]
     if args.processes:  # profiled and trained as N processes (their own entry: schedule.cost_model auto)

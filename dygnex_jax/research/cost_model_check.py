@@ -46,19 +46,22 @@ def profile(dataset: str, args, work: Path, log, processes: int = 1) -> dict:
     process at ``args.devices`` fake devices, or ``processes`` > 1 processes x 1 device
     (``tools/launch_local.py N --command profile``: an entry of that many processes, which a run of as
     many processes finds)."""
-    out = work / (f"profile_{processes}proc_{dataset}" if processes > 1 else f"profile_{dataset}")
+    multi = processes > 1
+    out = work / (f"profile_{processes}proc_{dataset}" if multi else f"profile_{dataset}")
     if not (out / "profile.json").exists():
-        devices = 1 if processes > 1 else args.devices
-        cmd = ["profile", "--config", CONFIG, "--out", str(out)]
-        cmd += ["--steps", str(args.profile_steps), "--repeats", str(args.repeats)]
-        cmd += overrides(dataset, 0 if processes > 1 else devices, args.batch, args.set)
-        if processes > 1:
-            log(f"profiling {dataset} at {processes} processes x 1 device")
-            launch = [str(REPO / "tools" / "launch_local.py"), str(processes), "--command", "profile", "--"]
-            cmd = [sys.executable, *launch, *cmd[1:]]
-        else:
-            cmd = [sys.executable, "-m", "dygnex_jax", *cmd]
-        run_checked(cmd, env(devices, work / "cache"), log)
+        log(
+            f"profiling {dataset} at "
+            + (f"{processes} processes x 1 device" if multi else f"{args.devices} devices")
+        )
+        launch = [str(REPO / "tools" / "launch_local.py"), str(processes), "--command", "profile", "--"]
+        cmd = [sys.executable, *(launch if multi else ["-m", "dygnex_jax", "profile"])]
+        cmd += ["--config", CONFIG, "--out", str(out), "--steps", str(args.profile_steps)]
+        cmd += [
+            "--repeats",
+            str(args.repeats),
+            *overrides(dataset, 0 if multi else args.devices, args.batch, args.set),
+        ]
+        run_checked(cmd, env(1 if multi else args.devices, work / "cache"), log)
     return json.loads((out / "profile.json").read_text())
 
 

@@ -11,8 +11,9 @@ The protocol — nothing in the simulation is calibrated on the run it is compar
    defaults (planned budgets, prefetch), ``schedule.cost_model: auto`` (the pooled model of step 1; the
    N-process run's: the fit datasets profiled as N processes x 1 device, ``launch_local.py --command
    profile``, an entry of its own signature). The planned budgets are compiled before epoch 1; the
-   worker (the calling script in worker mode, ``worker``) writes every step's budget, measured and predicted seconds, the epoch wall times,
-   the planned budgets, the run's cost model and the load average before and after.
+   worker (the calling script in worker mode, ``worker``) writes every step's budget, measured and
+   predicted seconds, the epoch wall times, the planned budgets, the run's cost model and the load
+   average before and after.
 3. **Simulate** (``simulate.simulate``, no JAX) the same epochs: the same config, seed and epoch
    numbers, the scheduler with the run's cost-model weights, the trainer's planned budgets
    (``--shapes trained``), the run's cost model for every step's compute (x ``simulate``'s device
