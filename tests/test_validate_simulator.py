@@ -61,6 +61,27 @@ def test_compare_on_a_run_the_simulator_predicts(p):
     assert "-20.0% / -50.0%" in both and "moved between the runs by 37.5% (median over 1 rows" in both
 
 
+def test_a_row_of_several_trials_is_its_median_trial():
+    """Three trials measured at 1.6x, 1.0x and 1.25x the simulator's steps: the row is the 1.25x trial
+    (error -20 %), every trial's measurement and error beside it; the table counts the rows within 15 %
+    on their median trial and trial by trial, and the spread is max / min - 1 of the measured epochs."""
+    trials = [
+        validation.compare("synthetic", False, "2 dev", 1, payload(2, scale), config(2), cores=2)
+        for scale in (1.6, 1.0, 1.25)
+    ]
+    r = validation.median_trial(trials)
+    assert r["trial"] == 3 and r["error_vs_steps"] == pytest.approx(-0.2)
+    assert r["measured_step_seconds"] == trials[2]["measured_step_seconds"]
+    assert r["trials"]["error_vs_steps"] == pytest.approx([1 / 1.6 - 1, 0.0, -0.2])
+    assert validation.median_trial(trials[:1]) is trials[0]  # one trial: its row unchanged
+    assert validation.median_trial(trials[:2])["trial"] == 2  # even count: the lower middle (1.0x)
+    other = validation.median_trial([trials[1], trials[1]])  # a row within 15 % on both trials
+    text = validation.trials_table([r, {**other, "dataset": "other"}])
+    assert "| 2 dev | synthetic |" in text and "**-20.0%** |" in text and "| 60.0% |" in text
+    assert "1 of 2 rows within 15% on their median trial" in text and "trial by trial: 1, 2, 0 of 2" in text
+    assert "median 30.0%, max 60.0%" in text
+
+
 def test_a_run_whose_every_epoch_compiled_is_one_error():
     data = payload(1, 1.0)
     for s in data["steps"]:
@@ -79,7 +100,8 @@ def test_other_budgets_are_flagged():
     "args, needle",
     [
         (["--fit", "nope"], "error: unknown dataset(s) nope"),
-        (["--epochs", "0"], "error: --epochs >= 1, --profile-steps >= 5 and --repeats >= 1"),
+        (["--epochs", "0"], "error: --epochs >= 1, --profile-steps >= 5, --repeats >= 1 and --trials >= 1"),
+        (["--trials", "0"], "error: --epochs >= 1, --profile-steps >= 5, --repeats >= 1 and --trials >= 1"),
         (["--processes", "1"], "error: --devices must be >= 1 and --processes 0 (none) or >= 2"),
         (["--fit", ""], "error: --fit needs at least one dataset"),
         (["--previous", "missing.json"], "error: --previous 'missing.json' is not a validate_simulator.json"),

@@ -10,10 +10,13 @@ all-reduce over the link) and compares: error = simulated / measured - 1 on the 
 The protocol: ``dygnex_jax/research/simulator_validation.py``.
 
 Writes ``validate_simulator.json``, ``.md`` (the README table) and ``.png`` to --out; every run's
-files stay under ``--out/pP`` (a second call re-uses them: delete the folder to measure again).
+files stay under ``--out/pP`` (a second call re-uses them: delete the folder to measure again). With
+``--trials N`` every row is trained N times (trial 1 of every row, then trial 2, ...), each trial is
+compared on its own, and a row is its median trial; ``validate_simulator_trials.md`` shows them all.
 
     python tools/validate_simulator.py --out runs/validate              # every dataset, 1,2,4,8 + 2 processes: ~85 min
     python tools/validate_simulator.py --devices 1 --processes 0 --fit synthetic --check "" --epochs 2
+    python tools/validate_simulator.py --out runs/validate --trials 3   # every row trained 3 times, interleaved
 
 The training runs are this file in ``--worker`` mode (one process, or each of the launcher's).
 """
@@ -69,6 +72,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
     )
     p.add_argument("--profile-steps", type=int, default=12)
     p.add_argument("--repeats", type=int, default=5, help="timed runs of each profiled step (medians)")
+    p.add_argument(
+        "--trials",
+        type=int,
+        default=1,
+        help="train every row this many times, interleaved; a row is its median trial (the spread beside it)",
+    )
     p.add_argument("--host-cores", type=int, default=os.cpu_count() or 1, help="cores the fake devices share")
     p.add_argument("--set", action="append", default=[], help="extra key=value for every run")
     p.add_argument(
@@ -91,8 +100,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
         raise UserError("--fit needs at least one dataset (the cost model is profiled on them)")
     if not args.counts or min(args.counts) < 1 or args.processes < 0 or args.processes == 1:
         raise UserError("--devices must be >= 1 and --processes 0 (none) or >= 2")
-    if args.epochs < 1 or args.profile_steps < 5 or args.repeats < 1:
-        raise UserError("--epochs >= 1, --profile-steps >= 5 and --repeats >= 1")
+    if args.epochs < 1 or args.profile_steps < 5 or args.repeats < 1 or args.trials < 1:
+        raise UserError("--epochs >= 1, --profile-steps >= 5, --repeats >= 1 and --trials >= 1")
     args.previous_rows = previous_rows(args.previous) if args.previous else None
     return args
 
@@ -110,13 +119,17 @@ def previous_rows(path: str) -> list[dict]:
     return rows
 
 
-def train(dataset: str, procs: int, per: int, extra: list[str], args, work: Path, log) -> dict:
-    """The worker's payload of one run (``procs`` processes x ``per`` devices), trained unless its JSON
-    is already in ``work``."""
+def train(
+    dataset: str, procs: int, per: int, extra: list[str], args, work: Path, log, trial: int = 1
+) -> dict:
+    """The worker's payload of one run (``procs`` processes x ``per`` devices; ``trial`` > 1: a repeat,
+    its own file), trained unless its JSON is already in ``work``."""
     label = f"{procs}proc" if procs > 1 else "train"
-    result = work / f"{label}_{dataset}.json"
+    result = work / f"{label}_{dataset}{'' if trial == 1 else f'_t{trial}'}.json"
     if not result.exists():
-        log(f"training {dataset} at {procs} process(es) x {per} device(s)")
+        log(
+            f"training {dataset} at {procs} process(es) x {per} device(s){'' if trial == 1 else f', trial {trial}'}"
+        )
         me = [str(Path(__file__).resolve()), "--worker", str(result), "--epochs", str(args.epochs)]
         me += ["--min-steps", str(args.min_steps)]
         cfg = validation.overrides(dataset, 0 if procs > 1 else per, args.batch, [*args.set, *extra])
@@ -145,12 +158,55 @@ def row(dataset: str, procs: int, data: dict, args) -> dict:
     return r
 
 
-def measured_row(dataset: str, procs: int, per: int, args, work: Path, log) -> dict:
-    """Train ``dataset`` at ``procs`` processes x ``per`` devices (unless done) and compare; the run's
-    model (the cache's profile refitted around this dataset's steps) is written beside its steps."""
-    data = train(dataset, procs, per, [], args, work, log)
-    (work / f"cost_model_{dataset}.json").write_text(json.dumps(data["cost_model"], indent=2) + "\n")
-    return row(dataset, procs, data, args)
+def runs(args, log) -> list[tuple[str, int, int, Path]]:
+    """Every row's (dataset, processes, devices per process, folder), profiling each folder's fit
+    datasets first (a profile already in the folder's cache is re-used)."""
+    out, todo = Path(args.out), []
+    for devices in args.counts:
+        work = out / f"p{devices}"
+        work.mkdir(parents=True, exist_ok=True)
+        args.devices = devices  # what cost_model_check.profile reads
+        for d in args.fit_sets:
+            check.profile(d, args, work, log)
+        todo += [(d, 1, devices, work) for d in args.fit_sets + args.check_sets]
+    if args.processes:  # profiled and trained as N processes (their own entry: schedule.cost_model auto)
+        n, work = args.processes, out / f"proc{args.processes}"
+        work.mkdir(parents=True, exist_ok=True)
+        for d in args.fit_sets:
+            check.profile(d, args, work, log, processes=n)
+        todo += [(d, n, 1, work) for d in args.fit_sets + args.check_sets]
+    return todo
+
+
+def measured_rows(args, log) -> list[dict]:
+    """Train every row ``args.trials`` times (trial 1 of every row, then trial 2, ...: a slow phase of
+    the machine falls on several rows' trials rather than on all of one row's) and compare each trial;
+    a row is its median trial (``simulator_validation.median_trial``). The run's model (the cache's
+    profile refitted around this dataset's steps) is written beside its steps."""
+    todo = runs(args, log)
+    trials: dict[tuple, list[dict]] = {}
+    for t in range(1, args.trials + 1):
+        for dataset, procs, per, work in todo:
+            data = train(dataset, procs, per, [], args, work, log, trial=t)
+            if t == 1:
+                (work / f"cost_model_{dataset}.json").write_text(
+                    json.dumps(data["cost_model"], indent=2) + "\n"
+                )
+            trials.setdefault((dataset, procs, per), []).append(data)
+    return [
+        validation.median_trial([row(d, procs, data, args) for data in trials[(d, procs, per)]])
+        for d, procs, per, _ in todo
+    ]
+
+
+def earlier_calls(path: Path) -> list[float]:
+    """The seconds of the calls before this one into the same --out (a call re-using their profiles and
+    runs takes minutes, so ``seconds`` alone would hide what the measurement took)."""
+    try:
+        old = json.loads(path.read_text())
+        return [float(x) for x in old.get("calls_seconds", [old["seconds"]])]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return []
 
 
 def main(argv=None) -> int:
@@ -160,37 +216,31 @@ def main(argv=None) -> int:
     args = parse(argv)
     out = Path(args.out)
     start, log = time.perf_counter(), (lambda s: print(s, flush=True))
-    rows = []
-    for devices in args.counts:
-        work = out / f"p{devices}"
-        work.mkdir(parents=True, exist_ok=True)
-        args.devices = devices  # what cost_model_check.profile reads
-        for d in args.fit_sets:
-            check.profile(d, args, work, log)
-        rows += [measured_row(d, 1, devices, args, work, log) for d in args.fit_sets + args.check_sets]
-    if args.processes:  # profiled and trained as N processes (their own entry: schedule.cost_model auto)
-        n, work = args.processes, out / f"proc{args.processes}"
-        work.mkdir(parents=True, exist_ok=True)
-        for d in args.fit_sets:
-            check.profile(d, args, work, log, processes=n)
-        rows += [measured_row(d, n, 1, args, work, log) for d in args.fit_sets + args.check_sets]
+    rows = measured_rows(args, log)
+    seconds = time.perf_counter() - start
     payload = {
         "fit": args.fit_sets,
         "check": args.check_sets,
         "batch": args.batch,
         "epochs": args.epochs,
+        "trials": args.trials,
         "host_cores": args.host_cores,
         "config": validation.CONFIG,
-        "seconds": time.perf_counter() - start,
+        "seconds": seconds,
+        "calls_seconds": earlier_calls(out / "validate_simulator.json") + [seconds],
         "rows": rows,
     }
     if args.previous_rows:  # the machine's run-to-run spread beside the errors
         payload["previous"] = {"path": args.previous, "rows": args.previous_rows}
         (out / "validate_simulator_runs.md").write_text(validation.two_runs(rows, args.previous_rows))
+    if args.trials > 1:
+        (out / "validate_simulator_trials.md").write_text(validation.trials_table(rows))
     (out / "validate_simulator.json").write_text(json.dumps(payload, indent=2) + "\n")
     (out / "validate_simulator.md").write_text(validation.markdown(rows))
     validation.plot(rows, out / "validate_simulator.png")
     print(validation.markdown(rows))
+    if args.trials > 1:
+        print(validation.trials_table(rows))
     print(f"wrote {out} in {time.perf_counter() - start:.0f} s")
     return 0
 

@@ -223,6 +223,74 @@ def compare(dataset: str, fitted: bool, label: str, procs: int, data: dict, conf
     }
 
 
+def median_trial(trials: list[dict]) -> dict:
+    """One row of a run trained ``len(trials)`` times, each trial compared on its own (``compare``): the
+    trial whose measured epoch is the median (the lower middle one of an even count: a trial that ran,
+    not an average), with every trial's measured and simulated seconds, error and load beside it
+    (``trials``). One trial: that trial's row unchanged."""
+    if len(trials) == 1:
+        return trials[0]
+    order = sorted(range(len(trials)), key=lambda i: trials[i]["measured_step_seconds"])
+    chosen = order[(len(trials) - 1) // 2]
+    keys = ("measured_step_seconds", "simulated_seconds", "error_vs_steps", "load")
+    return {
+        **trials[chosen],
+        "trial": chosen + 1,
+        "trials": {k: [t[k] for t in trials] for k in keys},
+    }
+
+
+def _bold(text: str, yes: bool) -> str:
+    return f"**{text}**" if yes else text
+
+
+def trials_table(rows: list[dict], within: float = 0.15) -> str:
+    """Every row's trials: the measured epoch of each (the row's median trial in bold), their spread
+    (max / min - 1), the simulated epoch and the error of each trial; then how many rows are within
+    ``within`` on their median trial, and on each trial."""
+    lines = [
+        "| run | dataset | measured s per trial | spread | simulated s | error per trial | median trial's error |",
+        "|---|---|---|---:|---:|---|---:|",
+    ]
+    n_trials = 0
+    for r in rows:
+        t = r.get("trials")
+        if not t:
+            continue
+        ms, errs = t["measured_step_seconds"], t["error_vs_steps"]
+        n_trials = max(n_trials, len(ms))
+        chosen = r["trial"]
+        sims = sorted({round(x, 3) for x in t["simulated_seconds"]})
+        lines.append(
+            f"| {r['run']} | {r['dataset']} | {' / '.join(_bold(f'{m:.3f}', i + 1 == chosen) for i, m in enumerate(ms))} | "
+            f"{100 * (max(ms) / min(ms) - 1):.1f}% | {' / '.join(f'{x:.3f}' for x in sims)} | "
+            f"{' / '.join(_bold(_pct(e), i + 1 == chosen) for i, e in enumerate(errs))} | {_pct(r['error_vs_steps'])} |"
+        )
+    timed = [r for r in rows if r.get("trials")]
+    if timed:
+        ok = sum(abs(r["error_vs_steps"]) <= within for r in timed)
+        every = [
+            sum(
+                abs(r["trials"]["error_vs_steps"][i]) <= within
+                for r in timed
+                if i < len(r["trials"]["error_vs_steps"])
+            )
+            for i in range(n_trials)
+        ]
+        spread = [
+            max(r["trials"]["measured_step_seconds"]) / min(r["trials"]["measured_step_seconds"]) - 1
+            for r in timed
+        ]
+        lines += [
+            "",
+            f"{ok} of {len(timed)} rows within {100 * within:.0f}% on their median trial "
+            f"(median |error| {100 * np.median([abs(r['error_vs_steps']) for r in timed]):.1f}%); "
+            f"trial by trial: {', '.join(str(k) for k in every)} of {len(timed)}. The measured epoch spread over a row's trials: "
+            f"median {100 * np.median(spread):.1f}%, max {100 * max(spread):.1f}%.",
+        ]
+    return "\n".join(lines) + "\n"
+
+
 # --- output -------------------------------------------------------------------------------------------
 
 
