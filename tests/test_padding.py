@@ -114,3 +114,35 @@ def test_many_needs_are_binned_conservatively():
     plan = plan_budgets(needs, 4, "flat", np.ones(3), compile_price=0.0, max_budgets=6, align=8)
     assert len(plan) == 6
     assert all(any(b.holds(n) for b in plan) for n in needs)
+
+
+@pytest.mark.parametrize("layout", ["scan", "flat", "last"])
+def test_step_needs_are_the_devices_needs(layout):
+    """``plan.step_needs`` (one pass per step) is ``step_need`` of every device's ``device_need``: on
+    random steps with empty devices, an empty step and window-slot minima, the same integers."""
+    from types import SimpleNamespace
+
+    from dygnex_jax import plan
+    from dygnex_jax.padding import device_need, step_need
+
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        k, w, p = int(rng.integers(1, 40)), int(rng.integers(1, 6)), int(rng.integers(1, 9))
+        costs = rng.integers(0, 1000, size=(k, 3)).astype(float)
+        profile = rng.integers(0, 300, size=(k, w)).astype(float)
+        dev, step_of = rng.integers(0, p, size=k), rng.integers(0, 3, size=k)
+        ids = rng.permutation(k)
+        steps = [[ids[(dev[ids] == d) & (step_of[ids] == s)] for d in range(p)] for s in range(3)]
+        steps.append([np.zeros(0, np.int64)] * p)  # a step with no window
+        slots = int(rng.integers(0, 5))
+        want = [
+            step_need(
+                [
+                    device_need(costs[g, 0].sum(), profile[g].sum(axis=0), costs[g, 2].sum(), len(g), layout)
+                    for g in st
+                ],
+                slots,
+            )
+            for st in steps
+        ]
+        assert plan.step_needs(costs, profile, SimpleNamespace(steps=steps), layout, slots) == want

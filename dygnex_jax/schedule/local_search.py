@@ -388,6 +388,11 @@ def balance_epoch(
     slot, stats = improve(costs[ids], slot, n_slots, weights, cap, max_work, groups=groups, floor=floor)
     if shrink_work > 0 and n_slots <= SHRINK_MAX_SLOTS:
         slot, stats["shrink"] = shrink(costs[ids], slot, n_slots, weights, groups, floor, shrink_work)
-    out = [[ids[slot == s * n_devices + p] for p in range(n_devices)] for s in range(len(steps))]
+    by_slot = np.argsort(slot, kind="stable")  # each slot's windows in their order in ids
+    cut = np.searchsorted(slot[by_slot], np.arange(n_slots + 1))
+    out = [
+        [ids[by_slot[cut[s * n_devices + p] : cut[s * n_devices + p + 1]]] for p in range(n_devices)]
+        for s in range(len(steps))
+    ]
     maxima = device_loads(costs[ids], slot, n_slots).max(axis=0)
     return out, maxima, stats
