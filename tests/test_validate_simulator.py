@@ -78,6 +78,7 @@ def test_a_row_of_several_trials_is_its_median_trial():
     other = validation.median_trial([trials[1], trials[1]])  # a row within 15 % on both trials
     text = validation.trials_table([r, {**other, "dataset": "other"}])
     assert "| 2 dev | synthetic |" in text and "**-20.0%** |" in text and "| 60.0% |" in text
+    assert "| -20.0% | 0.5 / 0.5 / 0.5 |" in text  # the load average before each trial
     assert "1 of 2 rows within 15% on their median trial" in text and "trial by trial: 1, 2, 0 of 2" in text
     assert "median 30.0%, max 60.0%" in text
 

@@ -246,11 +246,12 @@ def _bold(text: str, yes: bool) -> str:
 
 def trials_table(rows: list[dict], within: float = 0.15) -> str:
     """Every row's trials: the measured epoch of each (the row's median trial in bold), their spread
-    (max / min - 1), the simulated epoch and the error of each trial; then how many rows are within
-    ``within`` on their median trial, and on each trial."""
+    (max / min - 1), the simulated epoch, the error and the load average before each trial; then how
+    many rows are within ``within`` on their median trial, and on each trial."""
     lines = [
-        "| run | dataset | measured s per trial | spread | simulated s | error per trial | median trial's error |",
-        "|---|---|---|---:|---:|---|---:|",
+        "| run | dataset | measured s per trial | spread | simulated s | error per trial | median trial's error "
+        "| load before each trial |",
+        "|---|---|---|---:|---:|---|---:|---|",
     ]
     n_trials = 0
     for r in rows:
@@ -264,7 +265,8 @@ def trials_table(rows: list[dict], within: float = 0.15) -> str:
         lines.append(
             f"| {r['run']} | {r['dataset']} | {' / '.join(_bold(f'{m:.3f}', i + 1 == chosen) for i, m in enumerate(ms))} | "
             f"{100 * (max(ms) / min(ms) - 1):.1f}% | {' / '.join(f'{x:.3f}' for x in sims)} | "
-            f"{' / '.join(_bold(_pct(e), i + 1 == chosen) for i, e in enumerate(errs))} | {_pct(r['error_vs_steps'])} |"
+            f"{' / '.join(_bold(_pct(e), i + 1 == chosen) for i, e in enumerate(errs))} | {_pct(r['error_vs_steps'])} | "
+            f"{' / '.join(f'{load[0]:.1f}' for load in t['load'])} |"
         )
     timed = [r for r in rows if r.get("trials")]
     if timed:
