@@ -69,6 +69,8 @@ def test_a_row_of_several_trials_is_its_median_trial():
         validation.compare("synthetic", False, "2 dev", 1, payload(2, scale), config(2), cores=2)
         for scale in (1.6, 1.0, 1.25)
     ]
+    for t, minutes in zip(trials, (3, 9, 15)):
+        t["profile_age_minutes"] = minutes
     r = validation.median_trial(trials)
     assert r["trial"] == 3 and r["error_vs_steps"] == pytest.approx(-0.2)
     assert r["measured_step_seconds"] == trials[2]["measured_step_seconds"]
@@ -78,7 +80,10 @@ def test_a_row_of_several_trials_is_its_median_trial():
     other = validation.median_trial([trials[1], trials[1]])  # a row within 15 % on both trials
     text = validation.trials_table([r, {**other, "dataset": "other"}])
     assert "| 2 dev | synthetic |" in text and "**-20.0%** |" in text and "| 60.0% |" in text
-    assert "| -20.0% | 0.5 / 0.5 / 0.5 |" in text  # the load average before each trial
+    assert (
+        "| -20.0% | 0.5 / 0.5 / 0.5 | 3 / 9 / 15 |" in text
+    )  # load before each trial, minutes since profile
+    assert "| 0.5 / 0.5 | 9 / 9 |" in text
     assert "1 of 2 rows within 15% on their median trial" in text and "trial by trial: 1, 2, 0 of 2" in text
     assert "median 30.0%, max 60.0%" in text
 
@@ -113,3 +118,60 @@ def test_bad_arguments_are_one_line(tmp_path, args, needle):
     assert r.returncode == 2 and r.stderr.strip().splitlines() == [r.stderr.strip()], r.stderr
     assert r.stderr.startswith(needle), r.stderr
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("order", ["count", "all"])
+def test_the_order_of_profiles_and_trials(tmp_path, monkeypatch, order):
+    """--order count: a device count's profiles, then its rows' trials (trial 1 of each, then 2), then
+    the next count's; all: every profile first. Each trial's row counts its minutes from its group's
+    profile."""
+    from tools import validate_simulator as tool
+
+    calls, clock = [], iter(range(0, 6000, 60))
+    monkeypatch.setattr(
+        tool, "profile_group", lambda w, procs, per, a, log: calls.append(("profile", w.name)) or next(clock)
+    )
+    monkeypatch.setattr(
+        tool,
+        "train",
+        lambda d, procs, per, extra, a, w, log, trial: (
+            calls.append((d, w.name, trial)) or {"cost_model": {}, "n": next(clock)}
+        ),
+    )
+    monkeypatch.setattr(tool, "row", lambda d, procs, data, a, at: {"d": d, "age": (data["n"] - at) / 60})
+    monkeypatch.setattr(tool.validation, "median_trial", lambda rows: rows)
+    args = tool.parse(
+        [
+            "--out",
+            str(tmp_path),
+            "--devices",
+            "1,2",
+            "--fit",
+            "synthetic",
+            "--check",
+            "bitcoin_alpha",
+            "--trials",
+            "2",
+            "--order",
+            order,
+        ]
+    )
+    for w in ("p1", "p2", "proc2"):
+        (tmp_path / w).mkdir()
+    rows = tool.measured_rows(args, print)
+    trains = [
+        (d, w, t) for w in ("p1", "p2", "proc2") for t in (1, 2) for d in ("synthetic", "bitcoin_alpha")
+    ]
+    if order == "count":
+        expected = []
+        for w in ("p1", "p2", "proc2"):
+            expected += [("profile", w)] + [c for c in trains if c[1] == w]
+    else:
+        expected = [("profile", w) for w in ("p1", "p2", "proc2")] + sorted(trains, key=lambda c: c[2])
+    assert calls == expected
+    assert [r["d"] for trial_rows in rows for r in trial_rows] == [
+        d for w in range(3) for d in ("synthetic",) * 2 + ("bitcoin_alpha",) * 2
+    ]
+    # minutes since the profile: count order trains right after its group's profile, all after every profile
+    first = rows[0][0]["age"]
+    assert first == (1 if order == "count" else 3)

@@ -12,11 +12,14 @@ The protocol: ``dygnex_jax/research/simulator_validation.py``.
 Writes ``validate_simulator.json``, ``.md`` (the README table) and ``.png`` to --out; every run's
 files stay under ``--out/pP`` (a second call re-uses them: delete the folder to measure again). With
 ``--trials N`` every row is trained N times (trial 1 of every row, then trial 2, ...), each trial is
-compared on its own, and a row is its median trial; ``validate_simulator_trials.md`` shows them all.
+compared on its own, and a row is its median trial; ``validate_simulator_trials.md`` shows them all,
+with the minutes from the profile to each trial. ``--order count`` (the default) profiles one device
+count and trains its rows before the next count's profile, so every model is used within the hour it
+was measured; ``--order all`` profiles every count first, then trains every row.
 
     python tools/validate_simulator.py --out runs/validate              # every dataset, 1,2,4,8 + 2 processes: ~85 min
     python tools/validate_simulator.py --devices 1 --processes 0 --fit synthetic --check "" --epochs 2
-    python tools/validate_simulator.py --out runs/validate --trials 3   # every row trained 3 times, interleaved
+    python tools/validate_simulator.py --out runs/validate --trials 3 --epochs 8   # 3 trials a row, ~100 min
 
 The training runs are this file in ``--worker`` mode (one process, or each of the launcher's).
 """
@@ -77,6 +80,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
         type=int,
         default=1,
         help="train every row this many times, interleaved; a row is its median trial (the spread beside it)",
+    )
+    p.add_argument(
+        "--order",
+        choices=("count", "all"),
+        default="count",
+        help="count: profile a device count, then train its rows; all: every profile first, then every row",
     )
     p.add_argument("--host-cores", type=int, default=os.cpu_count() or 1, help="cores the fake devices share")
     p.add_argument("--set", action="append", default=[], help="extra key=value for every run")
@@ -144,11 +153,13 @@ def train(
     return json.loads(result.read_text())
 
 
-def row(dataset: str, procs: int, data: dict, args) -> dict:
+def row(dataset: str, procs: int, data: dict, args, profiled: float) -> dict:
     p = data["devices"]
     config = load_config(REPO / validation.CONFIG, validation.overrides(dataset, p, args.batch, args.set))
     label = f"{procs} proc x 1 dev" if procs > 1 else f"{p} dev"
     r = validation.compare(dataset, dataset in args.fit_sets, label, procs, data, config, args.host_cores)
+    started = r.get("started_unix")  # absent in runs made before it was recorded
+    r["profile_age_minutes"] = None if started is None else (started - profiled) / 60
     print(
         f"{dataset} {label}: measured {r['measured_step_seconds']:.3f} s (steps), simulated "
         f"{r['simulated_seconds']:.3f} s, error {100 * r['error_vs_steps']:+.1f}% (analytic "
@@ -158,44 +169,52 @@ def row(dataset: str, procs: int, data: dict, args) -> dict:
     return r
 
 
-def runs(args, log) -> list[tuple[str, int, int, Path]]:
-    """Every row's (dataset, processes, devices per process, folder), profiling each folder's fit
-    datasets first (a profile already in the folder's cache is re-used)."""
-    out, todo = Path(args.out), []
-    for devices in args.counts:
-        work = out / f"p{devices}"
-        work.mkdir(parents=True, exist_ok=True)
-        args.devices = devices  # what cost_model_check.profile reads
-        for d in args.fit_sets:
-            check.profile(d, args, work, log)
-        todo += [(d, 1, devices, work) for d in args.fit_sets + args.check_sets]
+def groups(args) -> list[tuple[Path, int, int]]:
+    """Every (folder, processes, devices per process) of the validation: one per device count of
+    --devices, then the --processes x 1 device one. A group's rows share its profiled model."""
+    out = Path(args.out)
+    todo = [(out / f"p{devices}", 1, devices) for devices in args.counts]
     if args.processes:  # profiled and trained as N processes (their own entry: schedule.cost_model auto)
-        n, work = args.processes, out / f"proc{args.processes}"
-        work.mkdir(parents=True, exist_ok=True)
-        for d in args.fit_sets:
-            check.profile(d, args, work, log, processes=n)
-        todo += [(d, n, 1, work) for d in args.fit_sets + args.check_sets]
+        todo.append((out / f"proc{args.processes}", args.processes, 1))
     return todo
 
 
+def profile_group(work: Path, procs: int, per: int, args, log) -> float:
+    """Profile the group's fit datasets into its cache (a profile already there is re-used); the time
+    the last of them was written (what a row's ``profile_age_minutes`` counts from)."""
+    work.mkdir(parents=True, exist_ok=True)
+    args.devices = per  # what cost_model_check.profile reads
+    for d in args.fit_sets:
+        check.profile(d, args, work, log, processes=procs)
+    return max(f.stat().st_mtime for f in work.glob("profile_*/profile.json"))
+
+
 def measured_rows(args, log) -> list[dict]:
-    """Train every row ``args.trials`` times (trial 1 of every row, then trial 2, ...: a slow phase of
-    the machine falls on several rows' trials rather than on all of one row's) and compare each trial;
-    a row is its median trial (``simulator_validation.median_trial``). The run's model (the cache's
-    profile refitted around this dataset's steps) is written beside its steps."""
-    todo = runs(args, log)
-    trials: dict[tuple, list[dict]] = {}
-    for t in range(1, args.trials + 1):
-        for dataset, procs, per, work in todo:
-            data = train(dataset, procs, per, [], args, work, log, trial=t)
-            if t == 1:
-                (work / f"cost_model_{dataset}.json").write_text(
-                    json.dumps(data["cost_model"], indent=2) + "\n"
-                )
-            trials.setdefault((dataset, procs, per), []).append(data)
+    """Profile and train every row ``args.trials`` times and compare each trial; a row is its median
+    trial (``simulator_validation.median_trial``). ``--order count``: one group (device count) at a
+    time — its profiles, then its rows' trials (trial 1 of each row, then trial 2, ...) — so a model is
+    measured in the hour it was profiled; ``all``: every group's profiles first, then trial 1 of every
+    row, then trial 2, ... (a slow phase of the machine falls on several rows' trials rather than on
+    all of one row's). The run's model (the cache's profile refitted around this dataset's steps) is
+    written beside its steps."""
+    order, datasets = groups(args), args.fit_sets + args.check_sets
+    rounds = [order] if args.order == "all" else [[g] for g in order]
+    trials: dict[tuple, list[tuple[dict, float]]] = {}
+    for batch in rounds:
+        profiled = {work: profile_group(work, procs, per, args, log) for work, procs, per in batch}
+        for t in range(1, args.trials + 1):
+            for work, procs, per in batch:
+                for dataset in datasets:
+                    data = train(dataset, procs, per, [], args, work, log, trial=t)
+                    if t == 1:
+                        (work / f"cost_model_{dataset}.json").write_text(
+                            json.dumps(data["cost_model"], indent=2) + "\n"
+                        )
+                    trials.setdefault((dataset, procs, per), []).append((data, profiled[work]))
     return [
-        validation.median_trial([row(d, procs, data, args) for data in trials[(d, procs, per)]])
-        for d, procs, per, _ in todo
+        validation.median_trial([row(d, procs, data, args, at) for data, at in trials[(d, procs, per)]])
+        for _, procs, per in order
+        for d in datasets
     ]
 
 
@@ -224,6 +243,7 @@ def main(argv=None) -> int:
         "batch": args.batch,
         "epochs": args.epochs,
         "trials": args.trials,
+        "order": args.order,
         "host_cores": args.host_cores,
         "config": validation.CONFIG,
         "seconds": seconds,

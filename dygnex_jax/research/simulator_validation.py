@@ -79,7 +79,7 @@ def worker(result: str, epochs: int, config_overrides: list[str], min_steps: int
     from .. import distributed
     from ..train import Trainer
 
-    load = [os.getloadavg()[0]]
+    load, started = [os.getloadavg()[0]], time.time()
     trainer = Trainer(load_config(REPO / CONFIG, config_overrides))
     planned = trainer.plan_budgets()
     horizon = max(epochs, plan.planned_epochs(trainer.config)[-1])
@@ -107,6 +107,7 @@ def worker(result: str, epochs: int, config_overrides: list[str], min_steps: int
         "devices": trainer.n_devices,
         "compile_seconds": trainer.compile_seconds,
         "load": load,
+        "started_unix": started,
     }
     Path(result).write_text(json.dumps(payload) + "\n")
 
@@ -210,6 +211,7 @@ def compare(dataset: str, fitted: bool, label: str, procs: int, data: dict, conf
             "per_step_constant_seconds": float(model.coef[3] * model.window + model.coef[4]),
         },
         "load": data["load"],
+        "started_unix": data.get("started_unix"),
         "cost_model": {
             k: data["cost_model"].get(k)
             for k in ("source", "devices", "datasets", "compile_seconds", "coef", "coef_alone")
@@ -232,11 +234,11 @@ def median_trial(trials: list[dict]) -> dict:
         return trials[0]
     order = sorted(range(len(trials)), key=lambda i: trials[i]["measured_step_seconds"])
     chosen = order[(len(trials) - 1) // 2]
-    keys = ("measured_step_seconds", "simulated_seconds", "error_vs_steps", "load")
+    keys = ("measured_step_seconds", "simulated_seconds", "error_vs_steps", "load", "profile_age_minutes")
     return {
         **trials[chosen],
         "trial": chosen + 1,
-        "trials": {k: [t[k] for t in trials] for k in keys},
+        "trials": {k: [t.get(k) for t in trials] for k in keys},
     }
 
 
@@ -247,11 +249,12 @@ def _bold(text: str, yes: bool) -> str:
 def trials_table(rows: list[dict], within: float = 0.15) -> str:
     """Every row's trials: the measured epoch of each (the row's median trial in bold), their spread
     (max / min - 1), the simulated epoch, the error and the load average before each trial; then how
-    many rows are within ``within`` on their median trial, and on each trial."""
+    many rows are within ``within`` on their median trial, and on each trial; the minutes from the
+    profile of the row's model to each trial's start where the run recorded them."""
     lines = [
         "| run | dataset | measured s per trial | spread | simulated s | error per trial | median trial's error "
-        "| load before each trial |",
-        "|---|---|---|---:|---:|---|---:|---|",
+        "| load before each trial | minutes since the profile |",
+        "|---|---|---|---:|---:|---|---:|---|---|",
     ]
     n_trials = 0
     for r in rows:
@@ -266,7 +269,8 @@ def trials_table(rows: list[dict], within: float = 0.15) -> str:
             f"| {r['run']} | {r['dataset']} | {' / '.join(_bold(f'{m:.3f}', i + 1 == chosen) for i, m in enumerate(ms))} | "
             f"{100 * (max(ms) / min(ms) - 1):.1f}% | {' / '.join(f'{x:.3f}' for x in sims)} | "
             f"{' / '.join(_bold(_pct(e), i + 1 == chosen) for i, e in enumerate(errs))} | {_pct(r['error_vs_steps'])} | "
-            f"{' / '.join(f'{load[0]:.1f}' for load in t['load'])} |"
+            f"{' / '.join(f'{load[0]:.1f}' for load in t['load'])} | "
+            f"{' / '.join('-' if a is None else f'{a:.0f}' for a in t.get('profile_age_minutes') or [None])} |"
         )
     timed = [r for r in rows if r.get("trials")]
     if timed:
