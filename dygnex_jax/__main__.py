@@ -9,14 +9,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .errors import UserError
+from .errors import ArgumentParser, UserError
 
-
-class _Parser(argparse.ArgumentParser):
-    """argparse, but usage mistakes are one line and exit code 2 like every other bad input."""
-
-    def error(self, message):
-        self.exit(2, f"error: {message} (see --help)\n")
+_Parser = ArgumentParser  # usage mistakes are one line and exit code 2 like every other bad input
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -1,4 +1,7 @@
-"""The one exception type the command line turns into a one-line message and exit code 2."""
+"""The one exception type the command line turns into a one-line message and exit code 2, and the
+argument parser whose usage mistakes read the same."""
+
+import argparse
 
 
 class UserError(Exception):
@@ -18,3 +21,12 @@ def run_tool(main) -> int:
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse, but a usage mistake (unknown flag, bad choice, missing value) is one line,
+    ``error: <what> (see --help)``, and exit code 2 like every other bad input: the CLI's and every
+    tool's parser."""
+
+    def error(self, message):
+        self.exit(2, f"error: {message} (see --help)\n")

@@ -12,28 +12,27 @@ The protocol: ``dygnex_jax/research/cost_model_check.py``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 import time
 from pathlib import Path
 
-from dygnex_jax.errors import UserError, run_tool
+from dygnex_jax.errors import ArgumentParser, UserError, run_tool
 from dygnex_jax.research import cost_model_check as check
 
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--worker" in argv:
-        p = argparse.ArgumentParser()
+        p = ArgumentParser()
         p.add_argument("--worker", required=True)
         p.add_argument("--epochs", type=int, required=True)
         p.add_argument("overrides", nargs="*")
         a = p.parse_args(argv)
         check.worker(a.worker, a.epochs, a.overrides)
         return 0
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="runs/bench_cost_model")
     p.add_argument("--devices", default="8", help="fake CPU device counts, comma-separated")
     p.add_argument("--batch", type=int, default=32)

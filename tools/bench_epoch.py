@@ -32,14 +32,14 @@ import time
 from pathlib import Path
 
 from dygnex_jax.devices import force_host_devices
-from dygnex_jax.errors import run_tool
+from dygnex_jax.errors import ArgumentParser, run_tool
 from dygnex_jax.research import epoch_bench as bench
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def parse_args(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--datasets", default="bitcoin_otc,as733")
     ap.add_argument("--models", default="egcn_o,gcrn_gru")
     ap.add_argument("--devices", default="4,8", help="fake CPU device counts")

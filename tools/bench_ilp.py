@@ -20,7 +20,6 @@ an older ``info`` lacks are left out.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
@@ -33,6 +32,7 @@ import numpy as np
 from dygnex_jax.config import load_config
 from dygnex_jax.data import datasets
 from dygnex_jax.data.node_windows import task_windows
+from dygnex_jax.errors import ArgumentParser
 from dygnex_jax.schedule import schedule
 from dygnex_jax.schedule.base import cost_weights
 from dygnex_jax.schedule.greedy import step_lower_bound
@@ -87,7 +87,7 @@ def measure(costs, n_devices, batch_size, settings, seed, epoch) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--config", default=str(ROOT / "configs" / "egcn_o_bitcoin_otc.yaml"))
     ap.add_argument("--datasets", nargs="+", default=["as733", "bitcoin_otc", "uci_collegemsg"])
     ap.add_argument("--compose", nargs="+", default=["strata", "rows", "sorted"])

@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from dygnex_jax.errors import UserError, run_tool
+from dygnex_jax.errors import ArgumentParser, UserError, run_tool
 
 # name -> (nodes, edges per snapshot, epochs, extra overrides): the rows; the 200k row with the
 # memory-aware options (a 4 GiB step budget: micro-steps, and evaluation steps as small, follow from it)
@@ -110,7 +110,7 @@ def markdown(rows: list[dict]) -> str:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(
+    ap = ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--rows", default="600,6k,60k,200k", help=f"comma-separated, of {', '.join(ROWS)}")

@@ -16,7 +16,6 @@ the last epoch, on sampled candidates (not timed here).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -25,6 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from dygnex_jax.errors import ArgumentParser
 from dygnex_jax.research.torch_bench import steady_epoch_seconds
 
 REPO = Path(__file__).resolve().parents[1]
@@ -178,7 +178,7 @@ def schedule_table(a) -> int:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--baseline", required=True, help="a checkout of the baseline commit (its repo root)")
     p.add_argument("--datasets", nargs="*", default=["bitcoin_otc", "uci_collegemsg"])
     p.add_argument("--methods", nargs="*", default=["dygnex_g"])

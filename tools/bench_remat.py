@@ -27,6 +27,8 @@ import statistics
 import time
 from pathlib import Path
 
+from dygnex_jax.errors import ArgumentParser
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -109,7 +111,7 @@ def main(argv=None) -> dict:
     from dygnex_jax.config import Config, ModelConfig, step_layout
     from dygnex_jax.models import ENCODERS
 
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--models", nargs="+", default=sorted(ENCODERS), choices=sorted(ENCODERS))
     p.add_argument("--remat", nargs="+", default=["none", "scan"])
     p.add_argument("--dtypes", default="float32,bfloat16", help="model.dtype values, comma-separated")

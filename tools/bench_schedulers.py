@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from dygnex_jax.devices import force_host_devices
-from dygnex_jax.errors import run_tool
+from dygnex_jax.errors import ArgumentParser, run_tool
 from dygnex_jax.research import scheduler_costs as costs
 from dygnex_jax.research import scheduler_report as report
 from dygnex_jax.research import schedulers as bench
@@ -35,7 +35,7 @@ from dygnex_jax.research.scheduler_timing import measure_cases
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
+    ap = ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--out", default="results/bench_schedulers")

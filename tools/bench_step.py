@@ -38,6 +38,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from dygnex_jax.errors import ArgumentParser
+
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = REPO / "configs" / "egcn_o_bitcoin_otc.yaml"
 CASES = ("egcn_o:scan", "gcrn_gru:scan", "tgcn:auto", "tgcn:scan")
@@ -230,7 +232,7 @@ def table(result: dict) -> str:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ref", help="reference checkout (its dygnex_jax is compared with this one's)")
     ap.add_argument("--cases", nargs="+", default=list(CASES), help="MODEL:LAYOUT ... (default: %(default)s)")
     ap.add_argument("--config", default=str(CONFIG))

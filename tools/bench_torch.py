@@ -22,13 +22,13 @@ Both systems run as subprocesses, one after the other, so they do not share the 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 import tempfile
 from pathlib import Path
 
+from dygnex_jax.errors import ArgumentParser
 from dygnex_jax.research.torch_bench import (
     DEFAULT_CASES,
     SYSTEMS,
@@ -41,7 +41,7 @@ from dygnex_jax.research.torch_bench import (
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cases", nargs="*", default=DEFAULT_CASES, help="model:dataset pairs")
     p.add_argument(
         "--systems", nargs="*", default=list(SYSTEMS), choices=SYSTEMS, help="systems of the first seed"

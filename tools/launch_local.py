@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 
-from dygnex_jax.errors import UserError, run_tool
+from dygnex_jax.errors import ArgumentParser, UserError, run_tool
 
 GRACE_SECONDS = 5.0
 
@@ -37,9 +37,7 @@ def free_port() -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        description=__doc__.splitlines()[0], usage="%(prog)s N [options] -- <train arguments>"
-    )
+    p = ArgumentParser(description=__doc__.splitlines()[0], usage="%(prog)s N [options] -- <train arguments>")
     p.add_argument("num_processes", type=int, help="N local processes")
     p.add_argument("--devices-per-process", type=int, default=1, help="fake CPU devices per process")
     p.add_argument("--port", type=int, default=0, help="coordinator port (default: a free one)")

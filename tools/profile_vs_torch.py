@@ -9,7 +9,6 @@ XLA and in torch.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -19,6 +18,8 @@ os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=1")
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+
+from dygnex_jax.errors import ArgumentParser  # noqa: E402
 
 
 def cpu_seconds(fn, repeat: int) -> float:
@@ -39,7 +40,7 @@ def main(argv=None) -> int:
     from dygnex_jax.models import LinkPredictor
     from dygnex_jax.train import Trainer, make_loss_fn
 
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--config", default="configs/egcn_o_uci.yaml")
     p.add_argument("--windows", type=int, nargs=2, default=[40, 48], help="training window range [lo, hi)")
     p.add_argument("--repeat", type=int, default=5)

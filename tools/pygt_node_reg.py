@@ -12,15 +12,16 @@ Needs the ``torch`` extra.
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 
 import numpy as np
 
+from dygnex_jax.errors import ArgumentParser
+
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--config", required=True)
     ap.add_argument("--cheb-k", type=int, default=0, help="Chebyshev order (0 = the config's model.cheb_k)")
     ap.add_argument("--json", default="")

@@ -24,14 +24,14 @@ import sys
 from pathlib import Path
 
 from dygnex_jax.config import load_config
-from dygnex_jax.errors import UserError, run_tool
+from dygnex_jax.errors import ArgumentParser, UserError, run_tool
 from dygnex_jax.research import reproduce
 
 REPRO = Path(__file__).resolve().parent.parent / "configs" / "repro"
 
 
 def parse_args(argv) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(
+    ap = ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument(

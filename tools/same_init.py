@@ -12,11 +12,12 @@ compare. float32 reassociation makes the trajectories drift apart slowly; a bug 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 from pathlib import Path
+
+from dygnex_jax.errors import ArgumentParser
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=1")
 
@@ -28,7 +29,7 @@ def rel(a: float, b: float) -> float:
 def main(argv=None) -> int:
     from dygnex_jax.errors import UserError, run_tool
 
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--config", default="configs/egcn_o_uci.yaml")
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--json", help="write the rows here")

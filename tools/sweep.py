@@ -28,12 +28,12 @@ from pathlib import Path
 
 from dygnex_jax.config import load_config
 from dygnex_jax.devices import force_host_devices
-from dygnex_jax.errors import UserError, run_tool
+from dygnex_jax.errors import ArgumentParser, UserError, run_tool
 from dygnex_jax.research import sweep
 
 
 def parse_args(argv) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(
+    ap = ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--config", default=None, help="YAML config (default: the embedded default)")

@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 from dygnex_jax.config import load_config
-from dygnex_jax.errors import UserError, run_tool
+from dygnex_jax.errors import ArgumentParser, UserError, run_tool
 from dygnex_jax.research import cost_model_check as check
 from dygnex_jax.research import simulator_validation as validation
 
@@ -45,7 +45,7 @@ def worker(argv: list[str]) -> int:
     """``--worker OUT.json --epochs E key=value ... [--coordinator ...]``: train and write the steps."""
     from dygnex_jax import distributed
 
-    p = argparse.ArgumentParser()
+    p = ArgumentParser()
     p.add_argument("--worker", required=True)
     p.add_argument("--epochs", type=int, required=True)
     p.add_argument("--min-steps", type=int, default=0)
@@ -60,7 +60,7 @@ def worker(argv: list[str]) -> int:
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="runs/validate_simulator")
     p.add_argument(
         "--fit", default="bitcoin_otc,uci_collegemsg,as733", help="datasets profiled into the model"
