@@ -53,6 +53,10 @@ CASES = {
         ["train", "data.dataset=edges", "data.path={float_id}"],
         "line 2: target node id '2.5' is not an integer",
     ),
+    "node-id-too-large": (
+        ["train", "data.dataset=edges", "data.path={big_id}"],
+        "line 2: source node id 12345678901234567890123 is outside the 64-bit range",
+    ),
     "time-not-a-number": (
         ["train", "data.dataset=edges", "data.path={bad_time}"],
         "time 'noon' is not a number",
@@ -423,6 +427,7 @@ def inputs(tmp_path):
         "bad_gzip": str(d / "bad.gz"),
         "bad_row": write("bad_row.txt", "1 2 10\n2 3 20\n4 5\n"),
         "float_id": write("float_id.txt", "1 2 10\n1 2.5 20\n"),
+        "big_id": write("big_id.txt", "1 2 10\n12345678901234567890123 2 20\n"),
         "bad_time": write("bad_time.txt", "1 2 10\n2 3 noon\n"),
         "good": write("good.txt", GOOD),
         "self_loops": write("loops.txt", "".join(f"{i} {i} {i}\n" for i in range(20))),

@@ -229,7 +229,7 @@ PROBES = [
     Probe("edges-single-row", E + "{single}", "error", "1 snapshot(s)"),
     Probe("edges-one-time", E + "{same_time}", "error", "1 snapshot(s)"),
     Probe("edges-float-id", E + "{float_id}", "error", "is not an integer"),
-    Probe("edges-id-overflow", E + "{big_id}", "error", "is not an integer"),
+    Probe("edges-id-overflow", E + "{big_id}", "error", "is outside the 64-bit range"),
     Probe("edges-two-columns", E + "{two_cols}", "error", "2 columns, expected 3 or 4"),
     Probe("edges-five-columns", E + "{five_cols}", "error", "5 columns, expected 3 or 4"),
     Probe("edges-mixed-columns", E + "{mixed_cols}", "error", "wrong column count"),
