@@ -308,12 +308,20 @@ def test_tool_reports_finished_runs_and_refuses_bad_arguments(tmp_path):
     summary = {"model": "egcn_o", "dataset": "uci_collegemsg", "best": best, "epochs": 63, "early_stop": "x"}
     (run / "summary.json").write_text(json.dumps(summary))
     (run / reproduce.RUN_LOG).write_text('{"seconds": 30.0, "exit": 0, "resumed": false}\n' * 2)
+    # a run another call made (another cell), finished, and one still running: the table is the folder's
+    other = out / "gcn_gru_uci" / "evolvegcn" / "seed2"
+    other.mkdir(parents=True)
+    (other / "summary.json").write_text(json.dumps({**summary, "model": "gcn_gru", "epochs": 40}))
+    (out / "gcn_gru_uci" / "evolvegcn" / "seed3").mkdir()
     tool = REPO / "tools" / "reproduce.py"
     args = ["--out", out, "--cells", "egcn_o_uci", "--seeds", "0", "--ways", "evolvegcn", "--report"]
     got = run_python([tool, *args], timeout=600)
     assert got.returncode == 0, got.stderr
-    rows = json.loads((out / "reproduce.json").read_text())
-    assert len(rows) == 1 and rows[0]["test_map_mean"] == 0.021 and rows[0]["wall_seconds_mean"] == 60.0
+    rows = {r["cell"]: r for r in json.loads((out / "reproduce.json").read_text())}
+    assert set(rows) == {"egcn_o_uci", "gcn_gru_uci"} and rows["gcn_gru_uci"]["seeds"] == [2]
+    row = rows["egcn_o_uci"]
+    assert row["test_map_mean"] == 0.021 and row["wall_seconds_mean"] == 60.0
+    assert not list(out.glob(".*.tmp"))
     assert "| egcn_o_uci | evolvegcn | 0 | 0.0210 | 0.0270 | n=1, 22 % below |" in got.stdout
     for bad, what in (
         (["--cells", "nope"], "unknown --cells"),

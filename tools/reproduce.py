@@ -10,7 +10,8 @@ checkpoint (``train --resume``). Ways: ``evolvegcn`` (the config as written: B =
 ``dygnex`` (dygnex_g on --devices fake devices, B = --batch, learning rate x sqrt(B) by default:
 --lr-scale) and ``dygnex_chrono`` (the same with ``schedule.compose=chrono``: steps of consecutive
 windows in time order, EvolveGCN's order; not in the default set). After every run (and with --report) the
-table of finished runs is written to OUT/reproduce.json and OUT/reproduce.md and printed: test MAP / MRR
+table of every finished run in OUT — whichever call trained it, so two calls into one OUT side by side
+both end on the whole table — replaces OUT/reproduce.json and OUT/reproduce.md and is printed: test MAP / MRR
 at the best val MAP, mean +- sd over seeds, beside the published value (Pareja et al., AAAI 2020,
 Table 2) with a verdict, the epochs and the wall seconds per run. Bad arguments: one line
 ``error: ...``, exit code 2, before anything runs.
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -85,11 +87,16 @@ def select_configs(cells: str) -> list[Path]:
     return [names[c] for c in chosen]
 
 
-def report(out: Path, runs: list[reproduce.Run]) -> None:
-    rows = reproduce.table([r for r in map(reproduce.run_result, runs) if r is not None])
-    (out / "reproduce.json").write_text(json.dumps(rows, indent=2))
+def report(out: Path) -> None:
+    """The table of every finished run in ``out`` (not only this call's), each file replaced whole."""
+    rows = reproduce.table(
+        [r for r in map(reproduce.run_result, reproduce.folder_runs(out)) if r is not None]
+    )
     text = reproduce.markdown(rows)
-    (out / "reproduce.md").write_text(text)
+    for name, body in (("reproduce.json", json.dumps(rows, indent=2)), ("reproduce.md", text)):
+        tmp = out / f".{name}.{os.getpid()}.tmp"
+        tmp.write_text(body)
+        os.replace(tmp, out / name)
     print(text, flush=True)
 
 
@@ -112,7 +119,7 @@ def main(argv=None) -> int:
         configs, seeds, ways, out, args.devices, args.batch, args.lr_scale, args.patience_scale
     )
     if args.report:
-        report(out, runs)
+        report(out)
         return 0
     failed = []
     todo = [r for r in runs if not r.done]
@@ -121,7 +128,7 @@ def main(argv=None) -> int:
         print(f"[{i}/{len(todo)}]", end=" ", flush=True)
         if reproduce.execute(run) != 0:
             failed.append(run)
-        report(out, runs)
+        report(out)
     for run in failed:
         print(
             f"failed: {run.out} (its output above); run the same command again to resume it", file=sys.stderr

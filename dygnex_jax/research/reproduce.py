@@ -120,6 +120,20 @@ def plan_runs(
     return runs
 
 
+def folder_runs(out: Path) -> list[Run]:
+    """Every run folder under ``out`` (``CELL/WAY/seedN``), whichever call of the tool made it: the
+    report is of the folder, so two calls into one ``--out`` (running side by side, or one after the
+    other with other cells) both end on a table of every finished run. A run's config is its folder's
+    own ``config.yaml`` (the one it trained with)."""
+    runs = []
+    for folder in sorted(out.glob("*/*/seed*")):
+        seed = folder.name[len("seed") :]
+        if folder.is_dir() and seed.isdigit():
+            cell, way = folder.parent.parent.name, folder.parent.name
+            runs.append(Run(cell, folder / "config.yaml", way, int(seed), folder, (), 1))
+    return runs
+
+
 def command(run: Run) -> tuple[list[str], dict]:
     """The child's argv and environment: a fresh run, or ``--resume`` of an interrupted one."""
     env = dict(os.environ)
