@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 
 
-def print_table(rows: list[dict], stream=sys.stdout) -> None:
+def print_table(rows: list[dict], stream=None) -> None:
+    stream = sys.stdout if stream is None else stream  # the stdout of the call, not of the import
     head = (
         f"{'method':<10} {'P':>4} {'B':>4} {'layout':>6} {'compose':>14} {'pad-eff':>8} {'packed':>8} "
         f"{'run mean':>8} {'budgets':>7} {'imbal':>7} {'pred s':>8} {'sched s':>8}  fallback"

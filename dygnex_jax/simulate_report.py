@@ -11,9 +11,10 @@ from .errors import UserError
 from .simulate_setup import ALL_METHODS
 
 
-def print_table(rows: list[dict], stream=sys.stdout) -> None:
+def print_table(rows: list[dict], stream=None) -> None:
     """One line per row; ``shapes`` is the budget policy charged (planned / buckets / exact, or the
     analytic models' own), ``pad-eff`` the packer's padding efficiency on the paid budgets."""
+    stream = sys.stdout if stream is None else stream  # the stdout of the call, not of the import
     print(
         f"{'method':<10} {'P':>5} {'B':>6} {'layout':>6} {'shapes':>8} {'steps':>5} {'step ms':>9} "
         f"{'epoch s':>9} {'allred ms':>9} {'eff':>6} {'par-eff':>7} {'pad-eff':>7}",

@@ -134,7 +134,8 @@ def fmt(x) -> str:
     return str(x)
 
 
-def print_table(rows: list[dict], columns: list[str], stream=sys.stdout) -> None:
+def print_table(rows: list[dict], columns: list[str], stream=None) -> None:
+    stream = sys.stdout if stream is None else stream  # the stdout of the call, not of the import
     cells = [[fmt(r.get(c)) for c in columns] for r in rows]
     widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
     print("  ".join(c.ljust(w) for c, w in zip(columns, widths)), file=stream)
