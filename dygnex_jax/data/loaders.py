@@ -123,14 +123,6 @@ def _first_failure(tokens: list[str], dtype: type) -> int:
     return lo
 
 
-def _is_int(token: str) -> bool:
-    try:
-        int(token)
-    except ValueError:
-        return False
-    return True
-
-
 def columns(path: str | Path, rows: list[list[str]], linenos: list[int], spec: list[tuple[str, str]]) -> list:
     """Convert the columns of ``split_rows``; ``spec`` gives (name, kind) per column, kind "id" (integer) or "num" (finite)."""
     flat = list(itertools.chain.from_iterable(rows))
@@ -143,7 +135,7 @@ def columns(path: str | Path, rows: list[list[str]], linenos: list[int], spec: l
             col = np.array(tokens, dtype=dtype)
         except (ValueError, OverflowError):
             k = _first_failure(tokens, dtype)
-            if kind == "id" and _is_int(tokens[k]):
+            if kind == "id" and tokens[k].lstrip("+-").isdigit():  # an integer, past int64
                 raise UserError(
                     f"{str(path)!r} line {linenos[k]}: {name} {tokens[k]} is outside the 64-bit range "
                     f"(-2**63 .. 2**63 - 1): renumber the nodes (any distinct integers will do)"
