@@ -11,12 +11,12 @@ import sys
 
 from .errors import ArgumentParser, UserError
 
-_Parser = ArgumentParser  # usage mistakes are one line and exit code 2 like every other bad input
-
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m dygnex_jax", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser = ArgumentParser(prog="python -m dygnex_jax", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(
+        dest="command", required=True, parser_class=ArgumentParser
+    )  # one-line usage errors
     train = sub.add_parser("train", help="train a DGNN on all local devices")
     train.add_argument("--config", help="YAML config (default: the embedded synthetic default)")
     train.add_argument("--out", help="output directory (default runs/<name>-<time>)")

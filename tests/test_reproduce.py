@@ -321,7 +321,7 @@ def test_tool_reports_finished_runs_and_refuses_bad_arguments(tmp_path):
     assert set(rows) == {"egcn_o_uci", "gcn_gru_uci"} and rows["gcn_gru_uci"]["seeds"] == [2]
     row = rows["egcn_o_uci"]
     assert row["test_map_mean"] == 0.021 and row["wall_seconds_mean"] == 60.0
-    assert not list(out.glob(".*.tmp"))
+    assert not list(out.glob(".*.part"))
     assert "| egcn_o_uci | evolvegcn | 0 | 0.0210 | 0.0270 | n=1, 22 % below |" in got.stdout
     for bad, what in (
         (["--cells", "nope"], "unknown --cells"),

@@ -6,19 +6,15 @@ from pathlib import Path
 import pytest
 from helpers import run_tool
 
-TOOLS = sorted(
-    p.name
-    for p in (Path(__file__).resolve().parents[1] / "tools").glob("*.py")
-    if "ArgumentParser(" in p.read_text()
-)
+TOOLS_DIR = Path(__file__).resolve().parents[1] / "tools"
+TOOLS = sorted(p.name for p in TOOLS_DIR.glob("*.py") if "ArgumentParser(" in p.read_text())
 
 
 def test_every_tool_with_options_uses_the_one_line_parser():
     """A new tool on plain argparse would print a usage block: none does."""
     assert TOOLS, "no tool parses options?"
     for name in TOOLS:
-        text = (Path(__file__).resolve().parents[1] / "tools" / name).read_text()
-        assert "argparse.ArgumentParser(" not in text, name
+        assert "argparse.ArgumentParser(" not in (TOOLS_DIR / name).read_text(), name
 
 
 @pytest.mark.parametrize("tool", TOOLS)

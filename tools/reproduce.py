@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
 from dygnex_jax.config import load_config
+from dygnex_jax.data.download import atomic_write
 from dygnex_jax.errors import ArgumentParser, UserError, run_tool
 from dygnex_jax.research import reproduce
 
@@ -94,9 +94,7 @@ def report(out: Path) -> None:
     )
     text = reproduce.markdown(rows)
     for name, body in (("reproduce.json", json.dumps(rows, indent=2)), ("reproduce.md", text)):
-        tmp = out / f".{name}.{os.getpid()}.tmp"
-        tmp.write_text(body)
-        os.replace(tmp, out / name)
+        atomic_write(out / name, lambda fh, body=body: fh.write(body.encode()))
     print(text, flush=True)
 
 

@@ -27,7 +27,7 @@ _AS_FILE = re.compile(r"(?:^|/)as(\d{8})\.txt$")
 _TIMEOUT_S = 60
 
 
-def _atomic_write(dest: Path, write) -> Path:
+def atomic_write(dest: Path, write) -> Path:
     """Call ``write(binary file)`` on a temp file beside ``dest``, then rename it to ``dest``."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
@@ -49,7 +49,7 @@ def _fetch(url: str, dest: Path) -> Path:
             shutil.copyfileobj(resp, fh)
 
     try:
-        return _atomic_write(dest, write)
+        return atomic_write(dest, write)
     except (urllib.error.URLError, http.client.HTTPException, TimeoutError, ConnectionError) as e:
         reason = getattr(e, "reason", e)
         raise UserError(
@@ -101,11 +101,11 @@ def build_as733_intervals(tar_path: str | Path, out_dir: str | Path) -> Path:
     table = np.column_stack([pairs[starts], snap[starts], snap[ends]])
     lines = ["src,dst,first_snapshot,last_snapshot"] + [f"{a},{b},{c},{d}" for a, b, c, d in table.tolist()]
     text = ("\n".join(lines) + "\n").encode()
-    out = _atomic_write(
+    out = atomic_write(
         out_dir / "as733_edge_intervals.csv.gz", lambda fh: fh.write(gzip.compress(text, mtime=0))
     )
     date_text = "snapshot,date\n" + "".join(f"{i},{d}\n" for i, d in enumerate(dates))
-    _atomic_write(out_dir / "as733_dates.csv", lambda fh: fh.write(date_text.encode()))
+    atomic_write(out_dir / "as733_dates.csv", lambda fh: fh.write(date_text.encode()))
     return out
 
 
