@@ -290,6 +290,17 @@ def test_runs_resume_where_they_stopped(tmp_path):
         and slow.out == tmp_path / "egcn_o_uci" / "dygnex-patience800" / "seed0"
     )
     assert set(slow.overrides) - set(dy.overrides) == {"train.patience=800"}
+    # a deviation from the protocol (--set): every way, its own way name and folder
+    (evo_set, dy_set) = reproduce.plan_runs(
+        [config], [0], ["evolvegcn", "dygnex"], tmp_path, 8, 16, sets=("data.neg_sampling=uniform",)
+    )
+    assert (
+        evo_set.way == "evolvegcn+data.neg_sampling=uniform"
+        and dy_set.way == "dygnex+data.neg_sampling=uniform"
+    )
+    assert evo_set.out == tmp_path / "egcn_o_uci" / evo_set.way / "seed0"
+    assert set(evo_set.overrides) - set(runs[0].overrides) == {"data.neg_sampling=uniform"}
+    assert set(dy_set.overrides) - set(dy.overrides) == {"data.neg_sampling=uniform"}
     argv, env = reproduce.command(dy)
     assert "--config" in argv and "train.seed=0" in argv
     assert "--xla_force_host_platform_device_count=8" in env["XLA_FLAGS"]
@@ -328,6 +339,8 @@ def test_tool_reports_finished_runs_and_refuses_bad_arguments(tmp_path):
         (["--seeds", "a"], "--seeds must be"),
         (["--ways", "torch"], "--ways must be"),
         (["--devices", "0"], "--devices and --batch"),
+        (["--set", "data.neg_sampling"], "--set takes KEY=VALUE"),
+        (["--set", "data.neg_sampling=sometimes"], "neg_sampling"),
     ):
         got = run_python([tool, "--out", tmp_path / "x", *bad], timeout=600)
         assert got.returncode == 2 and got.stderr.startswith("error: ") and what in got.stderr, got.stderr

@@ -9,7 +9,9 @@ command again after a kill and finished runs are skipped, an interrupted one con
 checkpoint (``train --resume``). Ways: ``evolvegcn`` (the config as written: B = 1, one device, psg),
 ``dygnex`` (dygnex_g on --devices fake devices, B = --batch, learning rate x sqrt(B) by default:
 --lr-scale) and ``dygnex_chrono`` (the same with ``schedule.compose=chrono``: steps of consecutive
-windows in time order, EvolveGCN's order; not in the default set). After every run (and with --report) the
+windows in time order, EvolveGCN's order; not in the default set). ``--set KEY=VALUE`` (repeatable)
+overrides the cells' configs for every way, a deviation measured as its own way ``<way>+KEY=VALUE``
+(e.g. ``--set data.neg_sampling=uniform``). After every run (and with --report) the
 table of every finished run in OUT — whichever call trained it, so two calls into one OUT side by side
 both end on the whole table — replaces OUT/reproduce.json and OUT/reproduce.md and is printed: test MAP / MRR
 at the best val MAP, mean +- sd over seeds, beside the published value (Pareja et al., AAAI 2020,
@@ -60,6 +62,14 @@ def parse_args(argv) -> argparse.Namespace:
         help="dygnex ways: train.patience as written (none, default) or x B / the config's batch "
         "(updates: as many optimiser updates without progress as the EvolveGCN way; way <way>-patience<N>)",
     )
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a config override for every run (repeatable): a deviation from the cell's protocol, "
+        "e.g. data.neg_sampling=uniform; its runs are the way <way>+KEY=VALUE",
+    )
     ap.add_argument("--out", default="runs/repro", help="output folder (default runs/repro)")
     ap.add_argument("--report", action="store_true", help="only write and print the table of finished runs")
     return ap.parse_args(argv)
@@ -107,14 +117,17 @@ def main(argv=None) -> int:
         raise UserError(f"--ways must be among {', '.join(reproduce.WAYS)}, got {args.ways!r}")
     if args.devices < 1 or args.batch < 1:
         raise UserError(f"--devices and --batch must be >= 1, got {args.devices} and {args.batch}")
+    sets = tuple(s.strip() for s in args.set)
+    if any("=" not in s or "/" in s or s.startswith(("=", ".")) for s in sets):
+        raise UserError(f"--set takes KEY=VALUE without '/', got {', '.join(sets)!r}")
     for c in configs:
-        load_config(c)  # a config that cannot load fails here, before anything runs
+        load_config(c, list(sets))  # a config that cannot load fails here, before anything runs
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {str(out)!r} is a file: choose a directory")
     out.mkdir(parents=True, exist_ok=True)
     runs = reproduce.plan_runs(
-        configs, seeds, ways, out, args.devices, args.batch, args.lr_scale, args.patience_scale
+        configs, seeds, ways, out, args.devices, args.batch, args.lr_scale, args.patience_scale, sets
     )
     if args.report:
         report(out)

@@ -83,12 +83,15 @@ def plan_runs(
     batch: int,
     lr_scale: str = "sqrt",
     patience_scale: str = "none",
+    sets: tuple[str, ...] = (),
 ) -> list[Run]:
     """Every (cell, way, seed) run: cells in the given order, then seeds, then ways (so that a partial
     reproduction has both ways of its first seeds). ``patience_scale`` "updates": the dygnex ways'
     ``train.patience`` x B / the config's batch size, so a run stops after
     as many optimiser updates without a better val metric as the EvolveGCN way; those runs are the way
-    ``<way>-patience<N>`` (their own folders and table rows)."""
+    ``<way>-patience<N>`` (their own folders and table rows). ``sets``: ``key=value`` overrides of the
+    config for every way (a deviation from IBM's protocol, e.g. ``data.neg_sampling=uniform``); those
+    runs are the way ``<way>+<key=value>...`` (their own folders and table rows)."""
     from ..config import load_config
 
     runs = []
@@ -115,6 +118,9 @@ def plan_runs(
                 if dygnex and scale > 1 and train.patience:
                     over.append(f"train.patience={train.patience * scale}")
                     name = f"{way}-patience{train.patience * scale}"
+                if sets:
+                    over += list(sets)
+                    name += "".join(f"+{kv}" for kv in sets)
                 cell = config.stem
                 runs.append(Run(cell, config, name, seed, out / cell / name / f"seed{seed}", tuple(over), n))
     return runs
