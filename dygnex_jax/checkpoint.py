@@ -49,6 +49,7 @@ import numpy as np
 from . import parallel, runlock
 from .config import Config, TrainConfig, changed_keys, dump_config, load_config, to_dict
 from .errors import UserError
+from .files import atomic_write_text
 from .graphs import Budget
 from .schedule.cost import CostModel
 
@@ -471,14 +472,10 @@ def rewind_logs(out_dir: str | Path, history: list[dict], config: Config) -> Non
         ("metrics.jsonl", "".join(json.dumps(r) + "\n" for r in history)),
         ("steps.jsonl", "".join(steps)),
     ):
-        tmp = out / f".{name}.tmp"
-        tmp.write_text(text)
-        tmp.replace(out / name)
+        atomic_write_text(out / name, text)
     write_config(config, out)
 
 
 def write_config(config: Config, out: str | Path) -> None:
     """``OUT/config.yaml``, replaced atomically (a kill never leaves half of it)."""
-    tmp = Path(out) / ".config.yaml.tmp"
-    dump_config(config, tmp)
-    tmp.replace(Path(out) / "config.yaml")
+    dump_config(config, Path(out) / "config.yaml")

@@ -27,6 +27,7 @@ from .config_yaml import coerce, key_differences, parse_override, read_yaml
 from .data.cumulative import check_targets
 from .data.timerange import TimePoint, time_range
 from .errors import UserError
+from .files import atomic_write_text
 from .host_memory import CHOICES as _HOST_MALLOC
 from .resources import check_config
 from .schedule.greedy import COMPOSE as _COMPOSE
@@ -473,7 +474,8 @@ def to_dict(config: Config) -> dict:
 
 
 def dump_config(config: Config, path: str | os.PathLike) -> None:
-    Path(path).write_text(yaml.safe_dump(to_dict(config), sort_keys=False))
+    """``config`` as YAML at ``path``, replaced whole (``files.atomic_write_text``)."""
+    atomic_write_text(path, yaml.safe_dump(to_dict(config), sort_keys=False))
 
 
 def changed_keys(config: Config, trained: dict) -> list[str]:

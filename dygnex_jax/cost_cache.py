@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import UserError
+from .files import atomic_write_text
 from .schedule.cost import CostModel, default_cost_model, fit, window_features
 
 ENV = "DYGNEX_COST_MODELS"
@@ -249,10 +250,7 @@ def record(
     model, transfer = fit_pooled(data["datasets"], source, int(sig["devices"]))
     data["model"], data["transfer"] = model.to_dict(), transfer
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False) as f:
-            f.write(json.dumps(data, indent=1) + "\n")
-        os.replace(f.name, path)
+        atomic_write_text(path, json.dumps(data, indent=1) + "\n")
     except OSError as e:
         raise _unwritable(path.parent, e) from None
     return model, path, transfer

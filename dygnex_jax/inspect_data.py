@@ -20,6 +20,7 @@ from .config import Config
 from .data.datasets import load_dataset
 from .data.graph import DynamicGraph
 from .data.node_windows import task_windows
+from .files import atomic_write_text
 
 # an edge stream reads best with at most this share of empty snapshots and at least this many windows
 EMPTY_SHARE = 0.10
@@ -179,8 +180,6 @@ def write(result: dict, out_dir: str | Path) -> list[Path]:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / "inspect.json", out / "inspect.png"]
-    tmp = paths[0].with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(result, indent=1) + "\n")
-    tmp.replace(paths[0])
+    atomic_write_text(paths[0], json.dumps(result, indent=1) + "\n")
     plot(result, paths[1])
     return paths

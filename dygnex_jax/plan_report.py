@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .files import atomic_write_text
+
 
 def print_table(rows: list[dict], stream=None) -> None:
     stream = sys.stdout if stream is None else stream  # the stdout of the call, not of the import
@@ -57,5 +59,4 @@ def plot_loads(result: dict, path: str | Path) -> None:
 
 
 def write_json(result: dict, path: str | Path) -> None:
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(result, indent=2) + "\n")
+    atomic_write_text(path, json.dumps(result, indent=2) + "\n")

@@ -27,6 +27,7 @@ import numpy as np
 from . import cost_cache, distributed, parallel
 from .config import Config
 from .errors import UserError
+from .files import atomic_write_text
 from .schedule.cost import CostModel, fit, held_out_errors, window_features
 from .train import Trainer
 
@@ -255,5 +256,5 @@ def run_profile(
     )
     if cache:
         summary.update(add_to_cache(trainer, summary, compiles, log))
-    (out / "profile.json").write_text(json.dumps(summary, indent=2) + "\n")
+    atomic_write_text(out / "profile.json", json.dumps(summary, indent=2) + "\n")
     return model

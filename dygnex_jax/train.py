@@ -22,6 +22,7 @@ from . import checkpoint, distributed, memstats, runlock
 from .config import Config
 from .errors import UserError
 from .eval_estimate import evaluation_note
+from .files import atomic_write_text
 from .runlog import (
     Progress,
     claim_out_dir,
@@ -135,7 +136,7 @@ def _train(config: Config, out: Path, resume: bool, progress: Progress, lock: ru
             progress.line(stop)
     summary = summarize_run(config, trainer, history)
     if main:
-        (out / "summary.json").write_text(json.dumps(summary, indent=2))
+        atomic_write_text(out / "summary.json", json.dumps(summary, indent=2))
     progress.line(f"wrote {out}/summary.json")
     return summary
 
@@ -166,9 +167,7 @@ def _start(trainer: Trainer, out: Path, resume: bool, progress: Progress, lock) 
         lock.acquire()
         claim_out_dir(out, config, progress.line)
         checkpoint.write_config(config, out)
-        tmp = out / f".{COST_MODEL_FILE}.tmp"
-        trainer.cost_model.save(tmp)
-        tmp.replace(out / COST_MODEL_FILE)
+        trainer.cost_model.save(out / COST_MODEL_FILE)
     progress.line(
         header_line(trainer.graph, trainer.windows, trainer.n_devices, config, trainer.candidate_mode)
     )

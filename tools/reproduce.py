@@ -27,8 +27,8 @@ import sys
 from pathlib import Path
 
 from dygnex_jax.config import load_config
-from dygnex_jax.data.download import atomic_write
 from dygnex_jax.errors import ArgumentParser, UserError, run_tool
+from dygnex_jax.files import atomic_write_text
 from dygnex_jax.research import reproduce
 
 REPRO = Path(__file__).resolve().parent.parent / "configs" / "repro"
@@ -104,7 +104,7 @@ def report(out: Path) -> None:
     )
     text = reproduce.markdown(rows)
     for name, body in (("reproduce.json", json.dumps(rows, indent=2)), ("reproduce.md", text)):
-        atomic_write(out / name, lambda fh, body=body: fh.write(body.encode()))
+        atomic_write_text(out / name, body)
     print(text, flush=True)
 
 

@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import gzip
 import http.client
-import os
 import re
 import shutil
 import tarfile
-import tempfile
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -20,25 +18,12 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import UserError
+from ..files import atomic_write
 from .datasets import NAMED, known_names
 from .loaders import columns, split_rows
 
 _AS_FILE = re.compile(r"(?:^|/)as(\d{8})\.txt$")
 _TIMEOUT_S = 60
-
-
-def atomic_write(dest: Path, write) -> Path:
-    """Call ``write(binary file)`` on a temp file beside ``dest``, then rename it to ``dest``."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            write(fh)
-        os.replace(tmp, dest)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return dest
 
 
 def _fetch(url: str, dest: Path) -> Path:

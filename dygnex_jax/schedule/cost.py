@@ -29,6 +29,7 @@ import numpy as np
 from scipy.optimize import nnls
 
 from ..errors import UserError
+from ..files import atomic_write_text
 
 FEATURES = ("node_steps", "edges", "pairs", "snapshots", "constant")
 _FORMAT = "dygnex_cost_model"
@@ -137,10 +138,8 @@ class CostModel:
         }
 
     def save(self, path: str | os.PathLike) -> None:
-        """Write the model as JSON (creates parent folders)."""
-        p = Path(path)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+        """Write the model as JSON, replaced whole (creates parent folders)."""
+        atomic_write_text(path, json.dumps(self.to_dict(), indent=2) + "\n")
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> CostModel:
