@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .errors import ArgumentParser, UserError
+from .errors import ArgumentParser, UserError, os_error_line
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -310,6 +310,9 @@ def main(argv: list[str] | None = None) -> int:
         COMMANDS[args.command](args, load_config(args.config, args.overrides))
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # a file-system fault no check foresaw (a full disk, an I/O error): one line
+        print(os_error_line(e), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -12,14 +12,26 @@ class UserError(Exception):
     """
 
 
+def os_error_line(e: OSError) -> str:
+    """The one line for a file-system fault the code did not anticipate (a full disk while writing a
+    plot, a folder that vanished, an I/O error): what failed on which path, and what to do."""
+    where = f"{e.filename!r}: " if e.filename else ""
+    what = e.strerror or " ".join(str(e).split()) or type(e).__name__
+    return f"error: {where}{what}: free space or fix the path and its permissions there, then run again"
+
+
 def run_tool(main) -> int:
-    """Run a command-line ``main()``: a ``UserError`` becomes ``error: <message>`` and exit code 2."""
+    """Run a command-line ``main()``: a ``UserError`` becomes ``error: <message>`` and exit code 2, as
+    does an unanticipated file-system fault (``os_error_line``)."""
     import sys
 
     try:
         return main()
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(os_error_line(e), file=sys.stderr)
         return 2
 
 

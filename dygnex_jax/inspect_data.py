@@ -20,7 +20,7 @@ from .config import Config
 from .data.datasets import load_dataset
 from .data.graph import DynamicGraph
 from .data.node_windows import task_windows
-from .files import atomic_write_text
+from .files import atomic_write_text, save_figure
 
 # an edge stream reads best with at most this share of empty snapshots and at least this many windows
 EMPTY_SHARE = 0.10
@@ -171,7 +171,7 @@ def plot(result: dict, path: str | Path) -> None:
     ax.set_title(f"{result['dataset']}: {result['nodes']} nodes, {result['snapshots']} snapshots")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 

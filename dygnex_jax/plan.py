@@ -456,9 +456,14 @@ def planned_epochs(config: Config) -> list[int]:
     """The epochs whose schedules a run plans before epoch 1: all of them, or with
     ``schedule.reschedule_every`` k epochs 1..k (later ones depend on measured step times), or with
     ``parallel.plan_epochs`` n at most epochs 1..n (a long run that may stop early)."""
+    return list(range(1, planned_epoch_count(config) + 1))
+
+
+def planned_epoch_count(config: Config) -> int:
+    """How many epochs ``planned_epochs`` holds, without listing them (``train.epochs`` may be huge)."""
     last = config.train.epochs
     if config.schedule.reschedule_every:
         last = min(last, config.schedule.reschedule_every)
     if config.parallel.plan_epochs:
         last = min(last, config.parallel.plan_epochs)
-    return list(range(1, last + 1))
+    return last

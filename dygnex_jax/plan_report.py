@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .files import atomic_write_text
+from .files import atomic_write_text, save_figure
 
 
 def print_table(rows: list[dict], stream=None) -> None:
@@ -54,7 +54,7 @@ def plot_loads(result: dict, path: str | Path) -> None:
         ax.legend(fontsize=7, ncol=4)
     fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 

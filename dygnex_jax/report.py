@@ -30,6 +30,7 @@ import yaml
 
 from .config import TASK_METRICS, selection_metric
 from .errors import UserError
+from .files import save_figure
 
 MAX_BAR_STEPS = 40  # load plots show at most this many steps of the last epoch
 
@@ -186,7 +187,7 @@ def plot_curves(runs: list[dict], path: Path) -> None:
         ax.legend(fontsize=8)
         ax.xaxis.get_major_locator().set_params(integer=True)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 
@@ -232,7 +233,7 @@ def plot_loads(run: dict, path: Path) -> bool:
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
     return True
 
@@ -257,7 +258,7 @@ def plot_epoch_times(runs: list[dict], path: Path) -> None:
     ax.grid(axis="y", alpha=0.3)
     plt.setp(ax.get_xticklabels(), rotation=15, ha="right")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 

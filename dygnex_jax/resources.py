@@ -151,12 +151,12 @@ def check_run(ws, config, n_devices: int, candidates: str, host_devices: int) ->
 
 def _check_planning(ws, config) -> None:
     from .config import WINDOW_METHODS
-    from .plan import planned_epochs
+    from .plan import planned_epoch_count
 
     if config.parallel.budgets != "planned" or config.schedule.method not in WINDOW_METHODS:
         return
     k = len(ws.splits["train"])
-    epochs = len(planned_epochs(config))
+    epochs = planned_epoch_count(config)
     steps = epochs * -(-k // max(1, min(config.train.batch_size, k)))
     if steps > MAX_PLANNED_STEPS:
         raise UserError(

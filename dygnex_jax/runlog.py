@@ -84,6 +84,29 @@ def prepare_out_dir(out_dir: Path) -> None:
         raise UserError(f"--out {str(out_dir)!r} is not writable: choose a directory you can write")
 
 
+# The names a run writes in its folder: one folder, the rest files.
+RUN_FILES = ("config.yaml", "metrics.jsonl", "steps.jsonl", "summary.json", "cost_model.json")
+
+
+def check_run_names(out: Path) -> None:
+    """A UserError, before any epoch runs, when a name the run will write is taken by the wrong kind of
+    entry (``checkpoints`` a file, ``summary.json`` a folder, ...): found at the first checkpoint or at
+    the end, it would cost the epochs trained until then."""
+    wrong = (
+        [out / checkpoint.FOLDER]
+        if (out / checkpoint.FOLDER).exists() and not (out / checkpoint.FOLDER).is_dir()
+        else []
+    )
+    wrong += [out / n for n in RUN_FILES if (out / n).exists() and not (out / n).is_file()]
+    if wrong:
+        kinds = ", ".join(
+            f"{p.name} ({'not a folder' if p.name == checkpoint.FOLDER else 'not a file'})" for p in wrong
+        )
+        raise UserError(
+            f"--out {str(out)!r} holds {kinds} where the run writes its own: move it away or choose another --out"
+        )
+
+
 def claim_out_dir(out: Path, config: Config, note) -> None:
     """Check that ``train --out`` may write to folder ``out`` (made, and locked by the caller). A folder
     that holds a run interrupted before its first checkpoint, with this config (but for the keys a resume

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from .errors import UserError
+from .files import save_figure
 from .simulate_setup import ALL_METHODS
 
 
@@ -61,7 +62,7 @@ def plot(rows: list[dict], path: str | Path, title: str = "") -> None:
         fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 

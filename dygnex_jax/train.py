@@ -25,6 +25,7 @@ from .eval_estimate import evaluation_note
 from .files import atomic_write_text
 from .runlog import (
     Progress,
+    check_run_names,
     claim_out_dir,
     default_out_dir,
     early_stop_note,
@@ -147,6 +148,7 @@ def _start(trainer: Trainer, out: Path, resume: bool, progress: Progress, lock) 
     resumed run without a checkpoint starts from epoch 1 (runlog.claim_out_dir / checkpoint.restore_newest)."""
     config = trainer.config
     history, first = [], 1
+    check_run_names(out)
     if resume:
         lock.acquire()  # taken already unless the folder is not writable: then this says so
         ckpt, history = checkpoint.restore_newest(trainer, out, progress.line)

@@ -286,6 +286,23 @@ CASES = {
         ["train", "--config", SMOKE, "--out", "{other_unfinished_run}"],
         "holds a run of another config (train.seed differ) that has no checkpoint",
     ),
+    "out-name-taken": (
+        ["train", "--config", SMOKE, "--out", "{name_taken_dir}"],
+        "holds checkpoints (not a folder) where the run writes its own",
+    ),
+    # a file name past the file system's limit (a full disk: tests/test_files.py, which needs root)
+    "fs-fault": (
+        [
+            "schedule",
+            "--config",
+            SMOKE,
+            "--devices",
+            "2",
+            "--json",
+            "{name_taken_dir}/" + "x" * 300 + ".json",
+        ],
+        "File name too long: free space or fix the path",
+    ),
     "out-holds-foreign-config": (
         ["train", "--config", SMOKE, "--out", "{foreign_config_dir}"],
         "holds a config.yaml that is not this run's",
@@ -379,7 +396,10 @@ def run_folders(d: Path) -> dict:
     (other / "metrics.jsonl").write_text('{"epoch": 1}\n')
     (d / "foreign").mkdir()
     (d / "foreign" / "config.yaml").write_text("foo: 1\n")
+    (d / "taken").mkdir()
+    (d / "taken" / "checkpoints").write_text("a file where the run keeps its checkpoints\n")
     return {
+        "name_taken_dir": str(d / "taken"),
         "locked_run": str(locked),
         "damaged_run": str(damaged),
         "other_unfinished_run": str(other),

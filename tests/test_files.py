@@ -1,5 +1,6 @@
 """Files replaced whole (dygnex_jax.files): a failed or interrupted write leaves the old file and no temp."""
 
+import json
 import os
 import subprocess
 import sys
@@ -14,6 +15,16 @@ def test_a_write_replaces_the_file_whole(tmp_path):
     assert atomic_write_text(dest, "one\n") == dest and dest.read_text() == "one\n"
     atomic_write_text(dest, "two\n")
     assert dest.read_text() == "two\n" and sorted(p.name for p in dest.parent.iterdir()) == ["summary.json"]
+
+
+def test_a_new_file_gets_the_mode_of_a_plain_open_and_a_replaced_one_keeps_its_own(tmp_path):
+    plain = tmp_path / "plain"
+    plain.write_text("x")
+    new = atomic_write_text(tmp_path / "new", "x")
+    assert new.stat().st_mode & 0o777 == plain.stat().st_mode & 0o777
+    os.chmod(plain, 0o640)
+    atomic_write_text(plain, "y")
+    assert plain.stat().st_mode & 0o777 == 0o640 and plain.read_text() == "y"
 
 
 def test_a_failed_write_keeps_the_old_file_and_leaves_no_temp(tmp_path):
@@ -62,3 +73,34 @@ def test_the_library_writes_its_outputs_through_the_atomic_writer():
             text = f.read()
         assert text.count(".write_text(") == allowed.get(name, 0), name
         assert 'NamedTemporaryFile("w"' not in text, name
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A 16 KiB tmpfs (needs root, as in CI's container; skipped elsewhere with the reason)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    made = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(disk)], capture_output=True, text=True
+    )
+    if made.returncode:
+        pytest.skip(f"cannot mount a small tmpfs here ({made.stderr.strip() or 'mount failed'}): needs root")
+    yield disk
+    subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+
+
+def test_a_plot_on_a_full_disk_is_one_line_and_leaves_no_half_file(full_disk):
+    """The ``schedule`` command's JSON fits on the disk, its plot does not: exit 2, one ``error:`` line
+    naming the plot, the JSON whole, no plot and no temp file."""
+    repo = os.path.join(os.path.dirname(__file__), "..")
+    args = ["schedule", "--config", os.path.join(repo, "configs", "smoke.yaml"), "--devices", "2"]
+    args += ["--json", str(full_disk / "s.json"), "--plot", str(full_disk / "s.png")]
+    got = subprocess.run(
+        [sys.executable, "-m", "dygnex_jax", *args], capture_output=True, text=True, timeout=900
+    )
+    assert got.returncode == 2, got.stderr
+    assert got.stderr.count("error: ") == 1 and "Traceback" not in got.stderr, got.stderr
+    last = got.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: ") and "s.png" in last and "No space left" in last, last
+    assert sorted(p.name for p in full_disk.iterdir()) == ["s.json"]
+    assert json.loads((full_disk / "s.json").read_text())  # whole

@@ -30,6 +30,8 @@ import statistics
 import time
 from pathlib import Path
 
+from ..files import save_figure
+
 METHODS = ("psg", "snapshot", "vertex", "dygnex_g", "dygnex_l")
 WHOLE_WINDOWS = ("psg", "dygnex_g", "dygnex_l")  # one step program: whole windows per device
 # Sized so that the whole table fits in about half an hour on a shared 2-core CPU (the comparison needs
@@ -353,4 +355,4 @@ def plot(rows: list[dict], path: Path) -> None:
             ax.axhline(1.0, color="k", lw=0.5)
     axes[0].legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..files import save_figure
 from .schedulers import METHODS
 
 
@@ -147,7 +148,7 @@ def plot_summary(suite_rows, measured, big, path: Path) -> None:
     _speedup_panel(axes[1], measured, colors)
     _scale_panel(axes[2], big, colors)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 
@@ -184,5 +185,5 @@ def plot_cost_instances(rows: list[dict], path: Path) -> None:
     axes[1].set_ylabel("scheduler seconds per epoch")
     axes[1].set_title("scheduler time")
     fig.tight_layout(rect=(0, 0, 1, 0.93))
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)

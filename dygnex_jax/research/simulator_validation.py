@@ -46,6 +46,7 @@ from .. import plan
 from .. import simulate as sim
 from ..config import load_config
 from ..errors import UserError
+from ..files import save_figure
 from ..schedule.cost import CostModel, default_cost_model
 
 REPO = Path(__file__).resolve().parents[2]  # the checkout the runs start in (configs/, tools/)
@@ -406,5 +407,5 @@ def plot(rows: list[dict], path: Path) -> None:
         ax.set_title(f"{name}{'' if rs[0]['fitted_on'] else ' (not in the fit)'}", fontsize=9)
         ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)

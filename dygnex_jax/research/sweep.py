@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..config import Config, load_config, parse_override, selection_metric
 from ..errors import UserError
+from ..files import save_figure
 
 SCHEDULE_FIGURES = (
     "padding_efficiency",
@@ -185,5 +186,5 @@ def plot(rows: list[dict], keys: list[str], train: bool, path: Path, title: str)
         ax.set_xticklabels(labels, fontsize=7)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)

@@ -20,6 +20,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ..files import save_figure
+
 REPO = Path(__file__).resolve().parents[2]  # the checkout the runs start in (configs/, tools/)
 CONFIGS = {"bitcoin_otc": "configs/egcn_o_bitcoin_otc.yaml", "uci_collegemsg": "configs/egcn_o_uci.yaml"}
 DEFAULT_CASES = [f"{m}:{d}" for d in CONFIGS for m in ("egcn_o", "gcrn_gru", "tgcn")]
@@ -247,4 +249,4 @@ def plot(rows: list[dict], cases: list[str], systems: list[str], path: Path) -> 
     ax.set_title("dygnex_jax vs PyTorch Geometric Temporal + DDP, same CPU")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
