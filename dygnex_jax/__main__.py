@@ -241,6 +241,11 @@ def _profile(args, config) -> None:
 
     if args.steps < 2 or args.repeats < 1:
         raise UserError("profile needs --steps >= 2 and --repeats >= 1")
+    if args.steps > 1000 or args.repeats > 1000:
+        raise UserError(
+            f"profile --steps {args.steps:,} --repeats {args.repeats:,}: every step compiles once (seconds) "
+            "and runs repeats times; use --steps 2..1000 and --repeats 1..1000"
+        )
     if not args.max_load >= 0:
         raise UserError(
             f"profile --max-load must be >= 0 (0: only flag a loaded machine), got {args.max_load}"
@@ -257,6 +262,12 @@ def _inspect(args, config) -> None:
 
     if args.rows < 2:
         raise UserError(f"inspect needs --rows >= 2, got {args.rows}")
+    if args.out:
+        from pathlib import Path
+
+        from .runlog import check_out_path
+
+        check_out_path(Path(args.out))
     result = inspect_data.inspect(config)
     inspect_data.print_report(result, rows=args.rows)
     if args.out:

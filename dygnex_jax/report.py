@@ -30,19 +30,65 @@ import yaml
 
 from .config import TASK_METRICS, selection_metric
 from .errors import UserError
-from .files import save_figure
+from .files import atomic_write_text, save_figure
 
 MAX_BAR_STEPS = 40  # load plots show at most this many steps of the last epoch
 
 
+# What the report reads of an epoch row (metrics.jsonl) and of a step row (steps.jsonl).
+EPOCH_KEYS = ("epoch", "loss", "epoch_seconds", "padding_efficiency")
+STEP_KEYS = ("epoch", "device_loads")
+
+
 def _rows(path: Path) -> list[dict]:
     rows = []
-    for line in path.read_text().splitlines():
+    for line in path.read_text(errors="replace").splitlines():
         try:
             rows.append(json.loads(line))
         except json.JSONDecodeError:
             continue  # a line cut by a kill
     return rows
+
+
+def _epoch_rows(d: Path) -> list[dict]:
+    """metrics.jsonl's epoch rows; a UserError for a row that is not one of ``train``'s."""
+    rows = _rows(d / "metrics.jsonl")
+    for i, row in enumerate(rows, 1):
+        missing = [
+            k for k in EPOCH_KEYS if not isinstance(row, dict) or not isinstance(row.get(k), int | float)
+        ]
+        if missing:
+            raise UserError(
+                f"{str(d / 'metrics.jsonl')!r} row {i} has no number {missing[0]!r}: not a log `train` "
+                "wrote (pass the --out of a train run)"
+            )
+    return rows
+
+
+def _yaml_or_empty(path: Path) -> dict:
+    """The run's config.yaml as a dict ({} when absent); a UserError when it is not a mapping."""
+    if not path.is_file():
+        return {}
+    try:
+        config = yaml.safe_load(path.read_text(errors="replace"))
+    except yaml.YAMLError as e:
+        raise UserError(
+            f"{str(path)!r} is not valid YAML ({type(e).__name__}): pass the --out of a train run"
+        ) from None
+    if config is not None and not isinstance(config, dict):
+        raise UserError(
+            f"{str(path)!r} holds a {type(config).__name__}, not a run's config: pass the --out of a train run"
+        )
+    return config or {}
+
+
+def _json_or_none(path: Path) -> dict | None:
+    """summary.json as a dict; None when absent or unreadable (a run still going, or cut short)."""
+    try:
+        data = json.loads(path.read_text(errors="replace"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def load_run(run_dir: str | Path) -> dict:
@@ -52,18 +98,17 @@ def load_run(run_dir: str | Path) -> dict:
         raise UserError(f"run directory {str(d)!r} does not exist: pass the --out directory of a train run")
     if not (d / "metrics.jsonl").is_file():
         raise UserError(f"{str(d)!r} is not a training run (no metrics.jsonl): pass the --out of `train`")
-    metrics = _rows(d / "metrics.jsonl")
+    metrics = _epoch_rows(d)
     if not metrics:
         raise UserError(f"{str(d)!r} has no finished epoch in metrics.jsonl yet: wait for one, or resume it")
-    config = yaml.safe_load((d / "config.yaml").read_text()) if (d / "config.yaml").is_file() else {}
-    summary_file = d / "summary.json"
+    steps = _rows(d / "steps.jsonl") if (d / "steps.jsonl").is_file() else []
     return {
         "name": d.resolve().name,
         "dir": d,
-        "config": config or {},
+        "config": _yaml_or_empty(d / "config.yaml"),
         "metrics": metrics,
-        "steps": _rows(d / "steps.jsonl") if (d / "steps.jsonl").is_file() else [],
-        "summary": json.loads(summary_file.read_text()) if summary_file.is_file() else None,
+        "steps": [s for s in steps if isinstance(s, dict) and all(k in s for k in STEP_KEYS)],
+        "summary": _json_or_none(d / "summary.json") if (d / "summary.json").is_file() else None,
     }
 
 
@@ -283,7 +328,7 @@ def report(run_dirs: list[str], out_dir: str | Path | None = None, log=None) -> 
         written["epoch_time"] = out / "epoch_time.png"
         plot_epoch_times(runs, written["epoch_time"])
     written["summary"] = out / "summary.md"
-    written["summary"].write_text(markdown([table_row(r) for r in runs]))
+    atomic_write_text(written["summary"], markdown([table_row(r) for r in runs]))
     for path in written.values():
         log(f"wrote {path}")
     return written

@@ -66,14 +66,20 @@ def default_out_dir(config: Config) -> Path:
     return Path("runs") / f"{config.name}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def prepare_out_dir(out_dir: Path) -> None:
-    """Make the run's folder (``--out``); a UserError if it is a file, lies under a file, or cannot be
-    made or written (a read-only place)."""
+def check_out_path(out_dir: Path) -> None:
+    """A UserError when ``--out`` is a file or lies under one; touches nothing (every command checks its
+    ``--out`` before its work, so a bad path costs nothing)."""
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"--out {str(out_dir)!r} is a file: choose a directory")
     above = next((p for p in out_dir.parents if p.exists()), None)
     if above is not None and not above.is_dir():
         raise UserError(f"--out {str(out_dir)!r} lies under {str(above)!r}, a file: choose a directory")
+
+
+def prepare_out_dir(out_dir: Path) -> None:
+    """Make the run's folder (``--out``); a UserError if it is a file, lies under a file, or cannot be
+    made or written (a read-only place)."""
+    check_out_path(out_dir)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:

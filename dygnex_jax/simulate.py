@@ -296,8 +296,9 @@ def run(
     budgets' horizon (default: the trainer's, ``trainer_plan_epochs``; 0: the simulated epoch alone).
     """
     shapes = _checked_run_args(methods, windows, batch_per_device, batch_size, shapes, buckets, plan_epochs)
-    base = cached_instance(config, instance)
     largest = max(devices) * (batch_size // max(devices) if batch_size else batch_per_device)
+    _check_size(windows, largest, batch_size, devices)
+    base = cached_instance(config, instance)
     inst = base
     if windows or len(base.costs) < largest:
         inst = scale_up(base, windows or 8 * max(largest, batch_size), seed=config.train.seed)
@@ -346,6 +347,25 @@ def run(
         "host_cores": host_cores,
         "rows": rows,
     }
+
+
+MAX_SIM_WINDOWS = 2_000_000  # windows scheduled per simulated epoch (131,072 take ~30 min on 2 cores)
+
+
+def _check_size(windows: int, largest: int, batch_size: int, devices: list[int]) -> None:
+    """A UserError, before any data is read, when the simulated epoch would schedule more than
+    ``MAX_SIM_WINDOWS`` windows (``--windows``, or 8 steps of the largest device count's batch)."""
+    n = windows or 8 * max(largest, batch_size)
+    if n > MAX_SIM_WINDOWS:
+        what = (
+            f"--windows {windows:,}"
+            if windows
+            else f"P = {max(devices):,} x {largest // max(devices):,} windows a step, 8 steps"
+        )
+        raise UserError(
+            f"{what} simulates {n:,} windows an epoch, more than the {MAX_SIM_WINDOWS:,} it takes (131,072 "
+            "take about 30 min on 2 cores): use fewer --devices, --batch-per-device / --batch-size or --windows"
+        )
 
 
 def _checked_run_args(

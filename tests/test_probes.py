@@ -266,6 +266,31 @@ PROBES = [
     Probe("simulate-devices-text", f"simulate --config {SMOKE} --devices abc", "error", "comma list"),
     Probe("profile-repeats-zero", f"profile --config {SMOKE} --repeats 0", "error", "--repeats >= 1"),
     Probe("report-a-file", "report {scalar}", "error", "does not exist"),
+    Probe(
+        "inspect-out-a-file", f"inspect --config {SMOKE} --out {{scalar}}", "error", "is a file", "traceback"
+    ),
+    Probe(
+        "simulate-devices-huge",
+        f"simulate --config {SMOKE} --devices 1048576",
+        "error",
+        "more than the",
+        "hang",
+    ),
+    Probe(
+        "simulate-windows-huge",
+        f"simulate --config {SMOKE} --devices 4 --windows 1000000000000",
+        "error",
+        "more than the 2,000,000",
+        "memory",
+    ),
+    Probe(
+        "profile-steps-huge",
+        f"profile --config {SMOKE} --steps 1000000000",
+        "error",
+        "--steps 2..1000",
+        "hang",
+    ),
+    Probe("epochs-huge-listed", f"{S} train.epochs=1000000000000", "error", "it plans ahead", "memory"),
 ]
 # a few run as a real process too: exit status and stderr of ``python -m dygnex_jax``
 IN_A_PROCESS = ("hidden-huge", "outlier-time", "out-under-a-file", "edges-directory")

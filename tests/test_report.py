@@ -168,3 +168,34 @@ def test_progress_lines_in_a_log_file():
     update = Progress(quiet, every=3600.0).bar(1, 1)
     update(1, 2)
     assert quiet.getvalue() == ""
+
+
+@pytest.mark.parametrize(
+    "damage, needle",
+    [
+        ("metrics", "row 1 has no number 'epoch_seconds': not a log `train` wrote"),
+        ("config", "holds a list, not a run's config"),
+        ("yaml", "is not valid YAML"),
+    ],
+)
+def test_a_folder_that_train_did_not_write_is_one_line(tmp_path, capsys, damage, needle):
+    """Foreign or damaged files in a run folder: one ``error:`` line, exit 2, nothing written; a
+    summary.json cut short only marks the run unfinished."""
+    run = fake_run(tmp_path / "run", "psg", [0.5, 0.4], [0.1, 0.2], [1.0, 1.0])
+    if damage == "metrics":
+        (run / "metrics.jsonl").write_text('{"epoch": 1, "loss": 0.3}\n')
+    elif damage == "config":
+        (run / "config.yaml").write_text("- a\n- list\n")
+    else:
+        (run / "config.yaml").write_text("schedule: [unclosed\n")
+    out = tmp_path / "rep"
+    assert main(["report", str(run), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ") and needle in err, err
+    assert not out.exists()
+
+
+def test_a_summary_cut_short_marks_the_run_unfinished(tmp_path):
+    run = fake_run(tmp_path / "run", "psg", [0.5, 0.4], [0.1, 0.2], [1.0, 1.0])
+    (run / "summary.json").write_text('{"name": "x", "epo')
+    assert table_row(load_run(run))["finished"] is False
