@@ -29,12 +29,12 @@ def _parser() -> argparse.ArgumentParser:
     _add_simulate(sub)
     look = sub.add_parser("inspect", help="per-snapshot nodes / edges / new edges, windows, empty snapshots")
     look.add_argument("--config", help="YAML config (default: the embedded synthetic default)")
-    look.add_argument("--out", default="", help="also write inspect.json and inspect.png to this folder")
+    look.add_argument("--out", help="also write inspect.json and inspect.png to this folder")
     look.add_argument("--rows", type=int, default=12, help="snapshots shown in the table (default 12)")
     look.add_argument("overrides", nargs="*", metavar="key=value")
     report = sub.add_parser("report", help="plots and a Markdown table of one or more training runs")
     report.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories written by train")
-    report.add_argument("--out", default="", help="output directory (default: report-<time>)")
+    report.add_argument("--out", help="output directory (default: report-<time>)")
     return parser
 
 
@@ -71,7 +71,7 @@ def _add_schedule_and_profile(sub) -> None:
     sched.add_argument("overrides", nargs="*", metavar="key=value")
     prof = sub.add_parser("profile", help="time train steps over a spread of sizes and fit the cost model")
     prof.add_argument("--config", help="YAML config (default: the embedded synthetic default)")
-    prof.add_argument("--out", default="", help="output directory (default runs/profile-<name>-<time>)")
+    prof.add_argument("--out", help="output directory (default runs/profile-<name>-<time>)")
     prof.add_argument("--steps", type=int, default=24, help="steps to time (default 24)")
     prof.add_argument("--repeats", type=int, default=3, help="timed runs per step after its compile")
     prof.add_argument(
@@ -289,6 +289,10 @@ def _check_output_files(args) -> None:
     import os
     from pathlib import Path
 
+    for flag in ("out", "resume", "json", "plot", "instance"):
+        if getattr(args, flag, None) == "" or str(getattr(args, flag, None) or "x").isspace():
+            # an unset shell variable (--out "$DIR"): never the current folder by accident
+            raise UserError(f"--{flag} is empty: give a path (is a shell variable unset?)")
     for flag in ("json", "plot"):
         path = getattr(args, flag, None)
         if not path:
@@ -326,7 +330,8 @@ def main(argv: list[str] | None = None) -> int:
         print(os_error_line(e), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        if args.command != "train":  # train said it already, with how to continue
+            print("interrupted", file=sys.stderr)
         return 130
     return 0
 

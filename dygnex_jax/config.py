@@ -360,7 +360,11 @@ class Config:
 
 def _merge(obj: Any, updates: dict, prefix: str = "") -> Any:
     if not isinstance(updates, dict):
-        raise UserError(f"config section {prefix.rstrip('.') or '<top>'!r} must be a mapping")
+        raise UserError(
+            f"config section {prefix.rstrip('.') or '<top>'!r} must be a mapping, got "
+            f"{type(updates).__name__ if updates is not None else 'nothing'}: write its keys under it "
+            "(key: value lines, indented), or drop the section"
+        )
     hints = typing.get_type_hints(type(obj))
     changes = {}
     for name, value in updates.items():
@@ -383,6 +387,8 @@ def load_config(path: str | os.PathLike | None = None, overrides: list[str] = ()
     config = Config()
     if path is not None:
         p = Path(path)
+        if p.is_dir():
+            raise UserError(f"config file {str(p)!r} is a folder: pass a YAML file (e.g. one in configs/)")
         if not p.is_file():
             raise UserError(f"config file {str(p)!r} does not exist: pass an existing YAML file")
         config = _merge(config, read_yaml(p))
@@ -398,6 +404,11 @@ def validate(config: Config) -> None:
     d, m, s, p = config.data, config.model, config.schedule, config.parallel
     time_range(d.start, d.end)  # data.start / data.end: numbers or ISO dates, end after start
     check_targets(d)  # data.targets=new: link prediction only
+    if d.aggr_time > 0 and d.num_snapshots > 0:
+        raise UserError(
+            f"data.aggr_time={d.aggr_time:g} and data.num_snapshots={d.num_snapshots} both bucket the edges "
+            "into snapshots: set one of them (the other to 0)"
+        )
     partitioned = s.method not in WINDOW_METHODS
     rules = [
         (

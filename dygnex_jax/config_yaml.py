@@ -105,6 +105,12 @@ def read_yaml(p: Path) -> dict:
         data = yaml.load(text, Loader=_StrictLoader)
     except UserError as e:
         raise UserError(f"config file {str(p)!r}: {e}") from None
+    except yaml.composer.ComposerError as e:  # "expected a single document"
+        if "single document" in str(e):
+            raise UserError(
+                f"config file {str(p)!r} holds more than one YAML document (a second '---'): keep one"
+            ) from None
+        raise UserError(f"config file {str(p)!r} is not valid YAML: fix its syntax") from None
     except (yaml.YAMLError, ValueError) as e:  # ValueError: a date YAML cannot build (2004-13-01)
         line = getattr(getattr(e, "problem_mark", None), "line", None)
         where = f" at line {line + 1}" if line is not None else ""

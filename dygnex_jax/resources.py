@@ -92,7 +92,7 @@ def check_snapshots(count: float, what: str, fix: str) -> None:
     """A ``UserError`` when ``count`` snapshots (estimated before any per-snapshot array exists) pass
     ``MAX_SNAPSHOTS``."""
     if not count <= MAX_SNAPSHOTS:  # nan / inf too
-        shown = f"{count:,.0f}" if math.isfinite(count) else str(count)
+        shown = (f"{count:,.0f}" if count < 1e21 else f"{count:.3g}") if math.isfinite(count) else str(count)
         raise UserError(f"{what} gives {shown} snapshots, more than the {MAX_SNAPSHOTS:,} a run takes: {fix}")
 
 
@@ -127,6 +127,7 @@ def check_run(ws, config, n_devices: int, candidates: str, host_devices: int) ->
     """The model, training pairs, planning horizon and evaluation of a run on windows ``ws`` over
     ``n_devices`` devices, ``host_devices`` of which keep their arrays in host memory (CPU devices),
     with evaluation ``candidates`` (``tasks.candidate_mode``)."""
+    _check_targets(ws)
     d, m = config.data, config.model
     params = model_parameters(config, ws.num_features)
     nodes = _largest(ws, ("train",), 0)
@@ -147,6 +148,22 @@ def check_run(ws, config, n_devices: int, candidates: str, host_devices: int) ->
     _check_planning(ws, config)
     if candidates in ("all", "sampled"):
         _check_evaluation(ws, config, candidates)
+
+
+def _check_targets(ws) -> None:
+    """A UserError when a split's windows hold no target edge at all (link prediction, edge
+    classification): training would run on padding alone (loss 0) and the metrics would be NaN —
+    snapshots bucketed so finely, or a time range so far off, that the targets are empty."""
+    if getattr(ws, "task", None) not in ("link", "edge_cls"):
+        return
+    for split in ("train", "val", "test"):
+        k = len(ws.splits[split])
+        if k and not ws.costs(split, 0)[:, 2].sum() > 0:
+            raise UserError(
+                f"the {k} {split} windows hold no target edge (their target snapshots are empty): bucket "
+                "the edges into fewer, fuller snapshots (data.aggr_time, data.num_snapshots) or narrow "
+                "data.start / data.end to where the edges are"
+            )
 
 
 def _check_planning(ws, config) -> None:

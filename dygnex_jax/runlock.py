@@ -182,9 +182,13 @@ class RunLock:
         elif record is None:
             self.note(f"took over the lock {str(self.path)!r}: it was unreadable (not a lock record)")
         data = (json.dumps(this_process()) + "\n").encode()
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, data, 0)
-        os.fsync(fd)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, data, 0)
+            os.fsync(fd)
+        except OSError:  # a full disk: no empty lock file left behind (it is ours: we hold its flock)
+            self.path.unlink(missing_ok=True)
+            raise
         self._fd = fd
         return True
 

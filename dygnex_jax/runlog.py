@@ -109,7 +109,8 @@ def check_run_names(out: Path) -> None:
             f"{p.name} ({'not a folder' if p.name == checkpoint.FOLDER else 'not a file'})" for p in wrong
         )
         raise UserError(
-            f"--out {str(out)!r} holds {kinds} where the run writes its own: move it away or choose another --out"
+            f"run directory {str(out)!r} holds {kinds} where the run writes its own: move it away (or "
+            "choose another --out)"
         )
 
 

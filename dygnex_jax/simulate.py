@@ -379,6 +379,8 @@ def _checked_run_args(
 ) -> str:
     """UserErrors for ``run``'s arguments out of range; returns the shapes policy (``buckets=True``
     spells "buckets")."""
+    if not methods:
+        raise UserError(f"--methods names no method: choose from {', '.join(ALL_METHODS)}")
     bad = [m for m in methods if m not in ALL_METHODS]
     if bad:
         raise UserError(f"unknown method(s) {', '.join(bad)}: choose from {', '.join(ALL_METHODS)}")

@@ -63,8 +63,11 @@ def resolve_link(name: str, alpha: float | None = None, bandwidth: float | None 
             link.alpha if alpha is None else alpha,
             link.bandwidth if bandwidth is None else bandwidth * 1e9,
         )
-    if link.alpha < 0 or not link.bandwidth > 0:
-        raise UserError("--alpha must be >= 0 and --bandwidth > 0")
+    if not (0 <= link.alpha < math.inf and 0 < link.bandwidth < math.inf):
+        raise UserError(
+            f"--alpha {link.alpha:g} s / --bandwidth {link.bandwidth / 1e9:g} GB/s: the latency must be a finite "
+            "number >= 0 and the bandwidth finite and > 0"
+        )
     return link
 
 

@@ -77,21 +77,27 @@ def train_and_evaluate(
         lock.release()
         return _continue_with(out)
 
-    with runlock.Interrupts(on_forced_exit=forced_exit), lock:
-        if out.is_dir() and os.access(out, os.W_OK | os.X_OK):
-            lock.acquire()  # an existing folder: a second run of it is refused before anything loads
-        try:
-            return _train(config, out, resume, progress, lock)
-        except KeyboardInterrupt:
-            progress.line(f"interrupted: {_continue_with(out)}")
-            raise
-        except OSError as e:  # the run folder's disk: full, read-only, failing
-            if e.errno not in WRITE_ERRNOS:
+    created = not out.exists()
+    try:
+        with runlock.Interrupts(on_forced_exit=forced_exit), lock:
+            if out.is_dir() and os.access(out, os.W_OK | os.X_OK):
+                lock.acquire()  # an existing folder: a second run of it is refused before anything loads
+            try:
+                return _train(config, out, resume, progress, lock)
+            except KeyboardInterrupt:
+                progress.line(f"interrupted: {_continue_with(out)}")
                 raise
-            raise UserError(
-                f"cannot write to {str(out)!r} ({e.strerror}): free space there (or fix the disk), then "
-                f"{_continue_with(out)}"
-            ) from None
+            except OSError as e:  # the run folder's disk: full, read-only, failing
+                if e.errno not in WRITE_ERRNOS:
+                    raise
+                raise UserError(
+                    f"cannot write to {str(out)!r} ({e.strerror}): free space there (or fix the disk), then "
+                    f"{_continue_with(out)}"
+                ) from None
+    except UserError:
+        if created and lock.active and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()  # a new folder the run could not start in (a full disk): not left behind
+        raise
 
 
 def _train(config: Config, out: Path, resume: bool, progress: Progress, lock: runlock.RunLock) -> dict:
@@ -151,6 +157,12 @@ def _start(trainer: Trainer, out: Path, resume: bool, progress: Progress, lock) 
     check_run_names(out)
     if resume:
         lock.acquire()  # taken already unless the folder is not writable: then this says so
+        metrics = out / "metrics.jsonl"
+        logged = (
+            sum(1 for line in metrics.read_text(errors="replace").splitlines() if line.strip())
+            if metrics.is_file()
+            else 0
+        )
         ckpt, history = checkpoint.restore_newest(trainer, out, progress.line)
         first = ckpt.epoch + 1 if ckpt is not None else 1
         if lock.active:
@@ -162,6 +174,9 @@ def _start(trainer: Trainer, out: Path, resume: bool, progress: Progress, lock) 
         progress.line(
             f"resuming {out} from {ckpt.path.name}: {todo}"
             if ckpt is not None
+            else f"restarting {out} from epoch 1: it holds no checkpoint (interrupted before its first, or its "
+            f"checkpoints were removed; the {logged} logged epoch(s) are trained again)"
+            if logged
             else f"restarting {out} from epoch 1: it holds no checkpoint (interrupted before its first)"
         )
     elif lock.active:
@@ -181,7 +196,7 @@ def _start(trainer: Trainer, out: Path, resume: bool, progress: Progress, lock) 
 def _continue_with(out: Path) -> str:
     """After a Ctrl-C: how to go on."""
     if not (out / "config.yaml").is_file():
-        return f"nothing was written to {out} yet"
+        return f"run the same command again (nothing of the run was written to {out} yet)"
     done = checkpoint.complete(out)
     where = f"from {done[-1][1].name}" if done else "from epoch 1: no checkpoint yet"
     return f"continue with `python -m dygnex_jax train --resume {out}` ({where})"

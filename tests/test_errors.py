@@ -143,6 +143,17 @@ CASES = {
     # bad config
     "config-file-missing": (["train", "--config", "{nowhere}"], "does not exist"),
     "config-not-yaml": (["train", "--config", "{bad_yaml}"], "is not valid YAML"),
+    "config-many-documents": (["train", "--config", "{multi_yaml}"], "holds more than one YAML document"),
+    "config-is-a-folder": (["train", "--config", "{a_folder}"], "is a folder: pass a YAML file"),
+    "empty-path": (["train", "--config", SMOKE, "--out", ""], "--out is empty: give a path"),
+    "both-bucketings": (
+        ["train", "--config", SMOKE, "data.aggr_time=100", "data.num_snapshots=10"],
+        "both bucket the edges into snapshots: set one of them",
+    ),
+    "no-targets": (
+        ["train", "data.dataset=edges", "data.path={far_outlier}", "data.num_snapshots=30", "data.window=4"],
+        "train windows hold no target edge",
+    ),
     "config-duplicate-key": (
         ["train", "--config", "{dup_yaml}"],
         "key 'epochs' is given twice in one section",
@@ -452,6 +463,10 @@ def inputs(tmp_path):
         "good": write("good.txt", GOOD),
         "self_loops": write("loops.txt", "".join(f"{i} {i} {i}\n" for i in range(20))),
         "bad_yaml": write("bad.yaml", "train: [unclosed\n"),
+        "multi_yaml": write("multi.yaml", "train:\n  epochs: 2\n---\nmodel:\n  hidden: 3\n"),
+        "a_folder": str(d),
+        # the rows at times 0..590 and one far off: 30 equal spans leave every target but the last empty
+        "far_outlier": write("far_outlier.txt", GOOD + "1 2 1e300\n"),
         # a cost-model cache entry whose dataset has rows but no seconds
         "bad_entry": write(
             "bad_entry.json", '{"format": "dygnex_cost_profiles", "datasets": {"a": {"rows": [[1, 2, 3]]}}}\n'

@@ -140,9 +140,10 @@ def columns(path: str | Path, rows: list[list[str]], linenos: list[int], spec: l
                     f"{str(path)!r} line {linenos[k]}: {name} {tokens[k]} is outside the 64-bit range "
                     f"(-2**63 .. 2**63 - 1): renumber the nodes (any distinct integers will do)"
                 ) from None
-            need = "an integer" if kind == "id" else "a number"
+            need, date = "an integer" if kind == "id" else "a number", tokens[k][4:5] == "-" == tokens[k][7:8]
+            fix = "write times as numbers (Unix seconds); dates are for data.start / data.end" if date else ""
             raise UserError(
-                f"{str(path)!r} line {linenos[k]}: {name} {tokens[k]!r} is not {need}: fix or remove the row"
+                f"{str(path)!r} line {linenos[k]}: {name} {tokens[k]!r} is not {need}: {fix or 'fix or remove the row'}"
             ) from None
         if kind == "num":
             bad = np.flatnonzero(~np.isfinite(col))
