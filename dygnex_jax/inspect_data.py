@@ -54,10 +54,27 @@ def suggest_aggr_time(graph: DynamicGraph, edges: np.ndarray, window: int) -> di
     """A snapshot width for an edge stream: the current one (``data.aggr_time``, from the snapshot
     times) when at most ``EMPTY_SHARE`` of the snapshots are empty, else its smallest whole multiple
     that gets there while keeping ``window + MIN_WINDOWS`` snapshots. Sources without bucketed times
-    (native snapshots) get no suggestion."""
-    if graph.info.get("bucketing") not in ("aggr_time", "num_snapshots") or graph.times is None:
+    (native snapshots) get no suggestion. An edge stream read without either (one snapshot per distinct
+    time, unevenly spaced) is first put on an even grid of the median gap between its times."""
+    mode, prefix = graph.info.get("bucketing"), ""
+    if mode == "distinct_times" and graph.times is not None and len(graph.times) > 1:
+        times = np.asarray(graph.times, np.float64)
+        gap = max(float(np.median(np.diff(times))), (times[-1] - times[0]) / 1e5)  # at most 1e5 cells
+        cells = np.floor((times - times[0]) / gap).astype(np.int64)
+        edges = np.bincount(cells, weights=np.asarray(edges, np.float64), minlength=int(cells[-1]) + 1)
+        prefix = f"one snapshot per distinct time now ({len(times)}, unevenly spaced); on a grid of {gap:g}: "
+        graph_width = gap
+    elif mode not in ("aggr_time", "num_snapshots") or graph.times is None:
         return {"aggr_time": None, "why": "native snapshots (no timestamps to re-bucket)"}
-    width = float(graph.info.get("aggr_time") or 0.0)
+    else:
+        graph_width = None
+    out = _widen(graph, edges, window, graph_width)
+    return {**out, "why": prefix + out["why"]}
+
+
+def _widen(graph: DynamicGraph, edges: np.ndarray, window: int, width: float | None) -> dict:
+    """``suggest_aggr_time`` on snapshots of ``width`` (None: the graph's own) with ``edges`` each."""
+    width = float(graph.info.get("aggr_time") or 0.0) if width is None else width
     if width <= 0 and len(graph.times) > 1:  # num_snapshots: equal widths
         width = float(np.median(np.diff(np.asarray(graph.times, np.float64))))
     if width <= 0:

@@ -47,6 +47,20 @@ def test_suggestion_keeps_a_dense_series_and_widens_a_sparse_one():
     assert suggest_aggr_time(native, hopeless, window)["aggr_time"] is None
 
 
+def test_a_stream_read_by_distinct_times_gets_a_width_from_its_times():
+    """No data.aggr_time: one snapshot per distinct time (uneven gaps: 10, 20, 10, 20, ...). On the grid
+    of the median gap (10) one cell in three is empty; the smallest whole multiple whose cells all hold
+    a time is 2 (20-wide cells), which the suggestion picks."""
+    times = np.array(
+        [t for t in range(0, 1200, 10) if (t // 10) % 3 != 2], np.float64
+    )  # cells 2, 5, ... empty
+    g = graph_of([[(0, 1)]] * len(times), times=times, bucketing="distinct_times", aggr_time=0.0)
+    got = suggest_aggr_time(g, np.full(len(times), 4), window=2)
+    assert not np.any(np.bincount((times // 20).astype(int)) == 0)  # 20-wide cells: none empty
+    assert np.any(np.bincount((times // 10).astype(int)) == 0)  # 10-wide: some empty
+    assert got["aggr_time"] == 20.0 and got["why"].startswith("one snapshot per distinct time now (80")
+
+
 def test_inspect_cli_writes_figures_that_match_the_data(tmp_path, capsys):
     rows = [f"{i % 5} {(i * 2 + 1) % 5} {t}" for t in range(0, 300, 10) for i in range(3)]
     rows += [f"{i} {i + 5} {305 + i}" for i in range(4)]  # a denser last snapshot
