@@ -7,6 +7,7 @@ Thin by design: parse, load the config, call the library. Bad input (``UserError
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from .errors import ArgumentParser, UserError, os_error_line
@@ -326,6 +327,9 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # stdout closed by the reader (`| head`): quiet, as a shell tool is
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 141
     except OSError as e:  # a file-system fault no check foresaw (a full disk, an I/O error): one line
         print(os_error_line(e), file=sys.stderr)
         return 2

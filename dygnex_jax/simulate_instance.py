@@ -13,6 +13,7 @@ import numpy as np
 from . import plan as planning
 from .config import Config
 from .errors import UserError
+from .files import atomic_write
 
 
 @dataclasses.dataclass
@@ -93,7 +94,10 @@ def instance_from_config(config: Config) -> Instance:
 
 def cached_instance(config: Config, path: str | Path | None) -> Instance:
     """``instance_from_config``, saved to / loaded from ``path`` (.npz) when given: loading a large
-    dataset (AS-733's 733 snapshots) takes longer than simulating it."""
+    dataset (AS-733's 733 snapshots) takes longer than simulating it. Written whole, at ``path`` exactly
+    (numpy would add ``.npz`` to a name without it, and the next run would not find it)."""
+    if path and Path(path).is_dir():
+        raise UserError(f"--instance {str(path)!r} is a folder: give a file name (e.g. as733.npz)")
     if path and Path(path).is_file():
         try:
             with np.load(path, allow_pickle=False) as z:
@@ -105,8 +109,13 @@ def cached_instance(config: Config, path: str | Path | None) -> Instance:
             ) from None
     inst = instance_from_config(config)
     if path:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        np.savez(path, name=inst.name, costs=inst.costs, profile=inst.profile, num_features=inst.num_features)
+        arrays = {
+            "name": inst.name,
+            "costs": inst.costs,
+            "profile": inst.profile,
+            "num_features": inst.num_features,
+        }
+        atomic_write(path, lambda fh: np.savez(fh, **arrays))
     return inst
 
 

@@ -82,5 +82,8 @@ def parse_devices(text: str) -> list[int]:
             f"--devices {text!r} must be a comma list (4,8,16) or a range of powers of two (4..1024)"
         ) from None
     if not out or min(out) < 1:
-        raise UserError(f"--devices {text!r} must list positive device counts")
+        raise UserError(
+            f"--devices {text!r} lists no device count >= 1: give counts >= 1 (4,8,16) or a range low..high "
+            "with 1 <= low <= high (4..1024)"
+        )
     return out

@@ -71,7 +71,10 @@ def train_and_evaluate(
     main = distributed.is_main_process()
     progress = Progress(stream, quiet=not main)
     out = Path(out_dir) if out_dir is not None else default_out_dir(config)
-    lock = runlock.RunLock(out, progress.line, active=main)
+    # the lock's notes (a stale lock taken over) wait until the folder is accepted: a refused run prints
+    # its one error line alone
+    held_notes: list[str] = []
+    lock = runlock.RunLock(out, held_notes.append, active=main)
 
     def forced_exit() -> str:  # the interrupt backstop's last words (runlock.Interrupts)
         lock.release()
@@ -83,7 +86,7 @@ def train_and_evaluate(
             if out.is_dir() and os.access(out, os.W_OK | os.X_OK):
                 lock.acquire()  # an existing folder: a second run of it is refused before anything loads
             try:
-                return _train(config, out, resume, progress, lock)
+                return _train(config, out, resume, progress, lock, held_notes)
             except KeyboardInterrupt:
                 progress.line(f"interrupted: {_continue_with(out)}")
                 raise
@@ -100,7 +103,9 @@ def train_and_evaluate(
         raise
 
 
-def _train(config: Config, out: Path, resume: bool, progress: Progress, lock: runlock.RunLock) -> dict:
+def _train(
+    config: Config, out: Path, resume: bool, progress: Progress, lock: runlock.RunLock, held_notes: list[str]
+) -> dict:
     """The run itself: build, plan and compile, then train, evaluate and checkpoint epoch after epoch."""
     main = lock.active
     kept = out / COST_MODEL_FILE  # the model a run started with: its resume plans with the same one
@@ -113,6 +118,8 @@ def _train(config: Config, out: Path, resume: bool, progress: Progress, lock: ru
     if not resume:  # the steps fitted to the memory budget (an error there) before the folder exists
         trainer.compile_planned(early.append)
     history, first = _start(trainer, out, resume, progress, lock)
+    for line in held_notes:  # the folder was accepted: the lock's notes now
+        progress.line(line)
     for line in [trainer.cost_note, trainer.plan_note, trainer.range_note, *early]:
         if line:
             progress.line(line)
