@@ -38,7 +38,7 @@ def atomic_write(dest: str | os.PathLike, write: Callable[[BinaryIO], object]) -
                 write(fh)
             os.replace(tmp, dest)
         except OSError as e:
-            if e.filename is None:
+            if type(e) is OSError and e.filename is None and e.errno is not None:  # not URLError & co.
                 raise OSError(e.errno, e.strerror or str(e), str(dest)) from None
             raise
     except BaseException:
