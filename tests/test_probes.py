@@ -212,6 +212,7 @@ PROBES = [
             ("bom", "ref", "refused"),
             ("gzip", "ref", "ok"),
             ("commas", "ref", "ok"),
+            ("quoted", "ref", "refused"),
             ("unsorted", "ref", "ok"),
             ("duplicates", "ref", "ok"),
             ("latin1_comment", "ref", "ok"),
@@ -321,6 +322,8 @@ def _probe_texts() -> dict[str, str | bytes]:
         "bom": ("\ufeff" + ref).encode("utf-8"),
         "gzip": gzip.compress(ref.encode()),
         "commas": _text(_rows(), sep=","),
+        # a spreadsheet's export: every field quoted, a quoted header
+        "quoted": '"src","dst","time"\n' + "".join(",".join(f'"{f}"' for f in r) + "\n" for r in _rows()),
         "unsorted": "".join(reversed(lines)),
         "duplicates": ref + ref,
         "latin1_comment": "# caf\u00e9 r\u00e9seau\n".encode("latin-1") + ref.encode(),

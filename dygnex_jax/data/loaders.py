@@ -76,11 +76,12 @@ def split_rows(
 ) -> tuple[list[list[str]], list[int]]:
     """Data rows (lists of fields) and their 1-based line numbers; comments, blanks and a header dropped.
 
-    Fields are separated by whitespace and/or commas. A header is the first non-comment line none of
+    Fields are separated by whitespace and/or commas, double quotes dropped (a spreadsheet's
+    ``"8","3","1032"``; ids and times are numbers, so no field needs its quotes). A header is the first non-comment line none of
     whose fields is a number. Every row must have the same number of fields, one of ``allowed``.
     ``path`` only names the source in error messages.
     """
-    lines = text.replace(",", " ").splitlines()
+    lines = text.replace(",", " ").replace('"', " ").splitlines()
     kept = [
         (i + 1, fields)
         for i, line in enumerate(lines)
