@@ -10,7 +10,7 @@ import argparse
 import os
 import sys
 
-from .errors import ArgumentParser, UserError, os_error_line
+from .errors import ArgumentParser, UserError, run_tool
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -287,11 +287,11 @@ COMMANDS = {
 
 def _check_output_files(args) -> None:
     """``--json`` / ``--plot`` files can be written: checked before any work, so a bad path costs nothing."""
-    import os
     from pathlib import Path
 
     for flag in ("out", "resume", "json", "plot", "instance"):
-        if getattr(args, flag, None) == "" or str(getattr(args, flag, None) or "x").isspace():
+        value = getattr(args, flag, None)
+        if value is not None and not value.strip():
             # an unset shell variable (--out "$DIR"): never the current folder by accident
             raise UserError(f"--{flag} is empty: give a path (is a shell variable unset?)")
     for flag in ("json", "plot"):
@@ -312,32 +312,27 @@ def _check_output_files(args) -> None:
             raise UserError(f"--{flag} {path!r} cannot be written under {str(parent)!r}: choose another path")
 
 
+def _run(args) -> int:
+    _check_output_files(args)
+    if args.command == "report":
+        from .report import report
+
+        report(args.runs, args.out or None)
+        return 0
+    from .config import load_config
+
+    COMMANDS[args.command](args, load_config(args.config, args.overrides))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        _check_output_files(args)
-        if args.command == "report":
-            from .report import report
-
-            report(args.runs, args.out or None)
-            return 0
-        from .config import load_config
-
-        COMMANDS[args.command](args, load_config(args.config, args.overrides))
-    except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:  # stdout closed by the reader (`| head`): quiet, as a shell tool is
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
-        return 141
-    except OSError as e:  # a file-system fault no check foresaw (a full disk, an I/O error): one line
-        print(os_error_line(e), file=sys.stderr)
-        return 2
+        return run_tool(lambda: _run(args))  # bad input and file-system faults: one line, exit 2
     except KeyboardInterrupt:
         if args.command != "train":  # train said it already, with how to continue
             print("interrupted", file=sys.stderr)
         return 130
-    return 0
 
 
 if __name__ == "__main__":

@@ -22,7 +22,9 @@ def os_error_line(e: OSError) -> str:
 
 def run_tool(main) -> int:
     """Run a command-line ``main()``: a ``UserError`` becomes ``error: <message>`` and exit code 2, as
-    does an unanticipated file-system fault (``os_error_line``)."""
+    does an unanticipated file-system fault (``os_error_line``); a reader that closed stdout (``| head``)
+    ends it quietly with 141, as a shell tool does."""
+    import os
     import sys
 
     try:
@@ -30,6 +32,9 @@ def run_tool(main) -> int:
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 141
     except OSError as e:
         print(os_error_line(e), file=sys.stderr)
         return 2

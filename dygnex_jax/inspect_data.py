@@ -56,19 +56,17 @@ def suggest_aggr_time(graph: DynamicGraph, edges: np.ndarray, window: int) -> di
     that gets there while keeping ``window + MIN_WINDOWS`` snapshots. Sources without bucketed times
     (native snapshots) get no suggestion. An edge stream read without either (one snapshot per distinct
     time, unevenly spaced) is first put on an even grid of the median gap between its times."""
-    mode, prefix = graph.info.get("bucketing"), ""
+    mode, prefix, width = graph.info.get("bucketing"), "", None
     if mode == "distinct_times" and graph.times is not None and len(graph.times) > 1:
         times = np.asarray(graph.times, np.float64)
         gap = max(float(np.median(np.diff(times))), (times[-1] - times[0]) / 1e5)  # at most 1e5 cells
         cells = np.floor((times - times[0]) / gap).astype(np.int64)
         edges = np.bincount(cells, weights=np.asarray(edges, np.float64), minlength=int(cells[-1]) + 1)
         prefix = f"one snapshot per distinct time now ({len(times)}, unevenly spaced); on a grid of {gap:g}: "
-        graph_width = gap
+        width = gap
     elif mode not in ("aggr_time", "num_snapshots") or graph.times is None:
         return {"aggr_time": None, "why": "native snapshots (no timestamps to re-bucket)"}
-    else:
-        graph_width = None
-    out = _widen(graph, edges, window, graph_width)
+    out = _widen(graph, edges, window, width)
     return {**out, "why": prefix + out["why"]}
 
 

@@ -53,7 +53,6 @@ def plot_loads(result: dict, path: str | Path) -> None:
     if p <= 8:
         ax.legend(fontsize=7, ncol=4)
     fig.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
     save_figure(fig, path, dpi=110)
     plt.close(fig)
 

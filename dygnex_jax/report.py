@@ -108,7 +108,7 @@ def load_run(run_dir: str | Path) -> dict:
         "config": _yaml_or_empty(d / "config.yaml"),
         "metrics": metrics,
         "steps": [s for s in steps if isinstance(s, dict) and all(k in s for k in STEP_KEYS)],
-        "summary": _json_or_none(d / "summary.json") if (d / "summary.json").is_file() else None,
+        "summary": _json_or_none(d / "summary.json"),
     }
 
 

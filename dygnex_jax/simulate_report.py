@@ -61,7 +61,6 @@ def plot(rows: list[dict], path: str | Path, title: str = "") -> None:
     if title:
         fig.suptitle(title, fontsize=9)
     fig.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
     save_figure(fig, path, dpi=110)
     plt.close(fig)
 
