@@ -12,6 +12,10 @@ import sys
 
 from .errors import ArgumentParser, UserError, run_tool
 
+# simulate --param-bytes: at most a petabyte all-reduced per step (larger sizes are typos; they made
+# every simulated step 1e22 seconds)
+MAX_PARAM_BYTES = 1e15
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(prog="python -m dygnex_jax", description=__doc__.splitlines()[0])
@@ -156,6 +160,7 @@ def _schedule(args, config) -> None:
     from .data.datasets import load_dataset
     from .data.node_windows import task_windows
     from .runlog import header_line
+    from .schedule.base import check_sizes
     from .tasks import get_task
 
     if args.devices < 0:  # before the data is loaded and its header line printed
@@ -163,6 +168,7 @@ def _schedule(args, config) -> None:
     devices = args.devices or config.parallel.devices or 8
     graph = load_dataset(config.data)
     ws = task_windows(graph, config.data)
+    check_sizes(len(ws.splits["train"]), devices, config.train.batch_size)  # before the header line
     candidates = get_task(config.data.task).candidate_mode(ws, config)
     print(header_line(graph, ws, devices, config, candidates), file=sys.stderr, flush=True)
     model, note = cost_cache.resolve(  # the model a training run on these devices here would use
@@ -204,8 +210,10 @@ def _simulate(args, config) -> None:
     from . import simulate as sim
     from .plan import write_json
 
-    if args.param_bytes < 0:
-        raise UserError(f"--param-bytes must be >= 0 (0: the model's own), got {args.param_bytes:g}")
+    if not 0 <= args.param_bytes <= MAX_PARAM_BYTES:  # nan and inf too
+        raise UserError(
+            f"--param-bytes must be in [0, {MAX_PARAM_BYTES:g}] (0: the model's own), got {args.param_bytes:g}"
+        )
     link = sim.resolve_link(args.link, args.alpha, args.bandwidth)
     result = sim.run(
         config,

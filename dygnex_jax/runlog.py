@@ -141,7 +141,7 @@ def claim_out_dir(out: Path, config: Config, note) -> None:
             f"--out {str(out)!r} holds a run of another config ({', '.join(differ[:5])} differ) that has no "
             f"checkpoint: choose another directory, or start that run over with --resume {str(out)!r}"
         )
-    epochs = len((out / "metrics.jsonl").read_text().splitlines()) if (out / "metrics.jsonl").exists() else 0
+    epochs = logged_rows(out)
     note(
         f"{out} holds this run, interrupted before its first checkpoint ({epochs} epoch row(s)): "
         "starting it over"
@@ -149,6 +149,14 @@ def claim_out_dir(out: Path, config: Config, note) -> None:
     for path in rows:
         path.unlink()
     shutil.rmtree(out / checkpoint.FOLDER, ignore_errors=True)  # only leftovers of unfinished saves are there
+
+
+def logged_rows(out: Path) -> int:
+    """The epoch rows in ``out``'s metrics.jsonl (0 without the file)."""
+    metrics = out / "metrics.jsonl"
+    if not metrics.is_file():
+        return 0
+    return sum(1 for line in metrics.read_text(errors="replace").splitlines() if line.strip())
 
 
 def _prediction_error(history: list[dict]) -> float | None:

@@ -33,6 +33,7 @@ from .runlog import (
     epoch_line,
     header_line,
     is_new_best,
+    logged_rows,
     prepare_out_dir,
     summarize_run,
 )
@@ -164,12 +165,7 @@ def _start(trainer: Trainer, out: Path, resume: bool, progress: Progress, lock) 
     check_run_names(out)
     if resume:
         lock.acquire()  # taken already unless the folder is not writable: then this says so
-        metrics = out / "metrics.jsonl"
-        logged = (
-            sum(1 for line in metrics.read_text(errors="replace").splitlines() if line.strip())
-            if metrics.is_file()
-            else 0
-        )
+        logged = logged_rows(out)
         ckpt, history = checkpoint.restore_newest(trainer, out, progress.line)
         first = ckpt.epoch + 1 if ckpt is not None else 1
         if lock.active:

@@ -349,7 +349,7 @@ CASES = {
     ),
     "simulate-negative-bytes": (
         ["simulate", "--config", SMOKE, "--param-bytes", "-5"],
-        "--param-bytes must be >= 0",
+        "--param-bytes must be in [0, 1e+15] (0: the model's own), got -5",
     ),
     "simulate-bad-cost-entry": (
         ["simulate", "--config", SMOKE, "--cost-model", "{bad_entry}"],

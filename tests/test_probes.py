@@ -292,6 +292,20 @@ PROBES = [
         "hang",
     ),
     Probe("epochs-huge-listed", f"{S} train.epochs=1000000000000", "error", "it plans ahead", "memory"),
+    Probe(
+        "simulate-bytes-huge",
+        f"simulate --config {SMOKE} --devices 4 --param-bytes 1e30",
+        "error",
+        "--param-bytes must be in [0, 1e+15]",
+        "silent",
+    ),
+    Probe(  # the data's header line printed before the error line
+        "schedule-devices-huge",
+        f"schedule --config {SMOKE} --devices 100000",
+        "error",
+        "100000 devices but only",
+        "bad-error",
+    ),
 ]
 # a few run as a real process too: exit status and stderr of ``python -m dygnex_jax``
 IN_A_PROCESS = ("hidden-huge", "outlier-time", "out-under-a-file", "edges-directory")

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from dygnex_jax.config import load_config
 from dygnex_jax.errors import ArgumentParser, UserError, run_tool
+from dygnex_jax.runlog import check_out_path
 from dygnex_jax.files import atomic_write_text
 from dygnex_jax.research import reproduce
 
@@ -123,8 +124,7 @@ def main(argv=None) -> int:
     for c in configs:
         load_config(c, list(sets))  # a config that cannot load fails here, before anything runs
     out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--out {str(out)!r} is a file: choose a directory")
+    check_out_path(out)  # a file, or under one
     out.mkdir(parents=True, exist_ok=True)
     runs = reproduce.plan_runs(
         configs, seeds, ways, out, args.devices, args.batch, args.lr_scale, args.patience_scale, sets
