@@ -233,6 +233,9 @@ class ScheduleConfig:
     # (step, device) slot per column shrinks, earlier epochs' maxima as the floor; then its shrink:
     # per-column targets lowered and the windows repaired to them); false: each step balanced alone.
     fit_epochs: bool = True
+    # Planned budgets, cost-ordered methods: every epoch may run one planned epoch's steps in its own
+    # order (plan.py: kept when that pays > 1 % less, as varied steps need more budgets); false: never.
+    repeat_steps: bool = True
     alpha: float = key(1.0, "[0, inf)")  # padded-objective weight of max nodes per device
     beta: float = key(1.0, "[0, inf)")  # ... of max edges per device
     gamma: float = key(1.0, "[0, inf)")  # ... of max target pairs per device

@@ -38,6 +38,7 @@ from .padding import (
 )
 from .plan_report import plot_loads, print_table, write_json  # noqa: F401  (the command's output)
 from .schedule import Schedule, cost_weights, schedule
+from .schedule.base import repeated
 from .schedule.cost import CostModel, alone_steps
 from .schedule.greedy import FIXED_STEPS, SHRINK_WORK, balance_epoch
 from .schedule.ilp import require_installed
@@ -150,6 +151,7 @@ class RunPlan:
       cost: Σ over the planned steps of the padded cost paid + the compile price x budgets.
       tried: candidate -> its planned cost (compose auto; "fitted": ``fit_epochs``), for the log.
       fitted: how the trained schedules were fitted (``fit_epochs``): "", "one budget" or "per budget".
+      base: the schedule every epoch repeats in its own step order (``schedule.repeat_steps``), or None.
     """
 
     compose: str
@@ -159,6 +161,7 @@ class RunPlan:
     cost: float
     tried: dict
     fitted: str = ""
+    base: Schedule | None = None
 
 
 @dataclasses.dataclass
@@ -184,17 +187,27 @@ class _Planner:
 
     def needs(self, scheds: dict) -> dict:
         return {
-            e: step_needs(self.costs, self.profile, scheds[e], self.layout, self.slots) for e in self.epochs
+            e: step_needs(self.costs, self.profile, sc, self.layout, self.slots) for e, sc in scheds.items()
         }
 
-    def attempt(self, method: str, compose: str) -> tuple[dict, dict]:
-        """Every planned epoch scheduled by ``method`` with ``compose`` -> (schedules, step needs)."""
+    def attempt(self, method: str, compose: str, epochs: list | None = None) -> tuple[dict, dict]:
+        """The planned epochs (or ``epochs``) scheduled by ``method`` and ``compose`` -> (schedules, needs)."""
         st = dataclasses.replace(self.settings, method=method, compose=compose)
         seed = self.config.train.seed
         scheds = {
             e: schedule(self.sched_costs, self.devices, self.batch, st, seed=seed, epoch=e)
-            for e in self.epochs
+            for e in (epochs or self.epochs)
         }
+        return scheds, self.needs(scheds)
+
+    def cheapest_epoch(self, needs: dict) -> int:
+        """The epoch whose steps need the least padded work on budgets of their own (exact needs)."""
+        w, layout, weights = self.ws.window, self.layout, self.weights
+        return min(needs, key=lambda e: sum(padded_cost(n, w, layout, weights) for n in needs[e]))
+
+    def repeat(self, base: Schedule) -> tuple[dict, dict]:
+        """Every planned epoch running ``base``'s steps in an order of its own (``repeated``)."""
+        scheds = {e: repeated(base, self.config.train.seed, e) for e in self.epochs}
         return scheds, self.needs(scheds)
 
     def fitted(self, scheds: dict, needs: dict, budgets: list | None) -> tuple[dict, dict]:
@@ -204,7 +217,7 @@ class _Planner:
             w, layout = self.ws.window, self.layout
             classes = {
                 e: [budgets.index(cheapest_holding(n, budgets, w, layout, self.weights)) for n in needs[e]]
-                for e in self.epochs
+                for e in scheds
             }
         weights = cost_weights(self.settings, self.sched_costs.shape[1])
         scheds = fit_epochs(scheds, self.sched_costs, weights, classes)
@@ -268,12 +281,12 @@ def plan_run(
     method = "dygnex_g" if cost_ordered else settings.method
     tried, best = {}, None
 
-    def consider(name, compose, fit, scheds, needs, margin):
+    def consider(name, compose, fit, scheds, needs, margin, base=None):
         nonlocal best
         budgets, total = pl.planned_cost(needs)
         tried[name] = total
         if best is None or total < best[4] * (1.0 - margin):
-            best = (compose, fit, scheds, needs, total, budgets)
+            best = (compose, fit, scheds, needs, total, budgets, base)
         return budgets
 
     plain = {}
@@ -289,26 +302,43 @@ def plan_run(
             consider(f"{compose} fitted", compose, "one budget", scheds, needs, 0.0)
         scheds, needs = pl.fitted(*plain[chosen])
         consider(f"{chosen} fitted per budget", chosen, "per budget", scheds, needs, 0.0)
-    compose, fit, scheds, needs, total, budgets = best
+    if cost_ordered and settings.repeat_steps and len(epochs) > 1 and settings.compose not in FIXED_STEPS:
+        # (3) the best so far, its cheapest epoch's steps repeated: kept only if it saves > the margin
+        compose, fit, scheds, needs = best[:4]
+        e = pl.cheapest_epoch(needs)
+        base = dataclasses.replace(scheds[e], info={**scheds[e].info, "base_epoch": e})
+        name = f"{compose}{' fitted' if fit else ''} repeated"
+        consider(name, compose, fit, *pl.repeat(base), COMPOSE_MARGIN, base)
+    compose, fit, scheds, needs, total, budgets, base = best
     if settings.method == "dygnex_l":
-        scheds, needs, budgets, total = _dygnex_l_placements(pl, compose, fit, scheds, needs, budgets, total)
-    return RunPlan(compose, scheds, needs, budgets, total, tried if len(tried) > 1 else {}, fit)
+        scheds, needs, budgets, total, base = _dygnex_l_placements(
+            pl, compose, fit, (scheds, needs, budgets, total, base)
+        )
+    return RunPlan(compose, scheds, needs, budgets, total, tried if len(tried) > 1 else {}, fit, base)
 
 
-def _dygnex_l_placements(pl: _Planner, compose, fit, scheds, needs, budgets, total) -> tuple:
+def _dygnex_l_placements(pl: _Planner, compose, fit, greedy: tuple) -> tuple:
     """DyGNeX-L's own placements of the chosen composition, kept where they pay less on their planned
     budgets than greedy's (per step L balances better, but the run's budgets may fit greedy's steps
-    better); else greedy's, marked as DyGNeX-L's fallback with the reason."""
-    l_scheds, l_needs = pl.attempt("dygnex_l", compose)
+    better); else greedy's, marked as DyGNeX-L's fallback. ``greedy``: (schedules, needs, budgets, cost,
+    repeated base or None); a repeated plan places its base epoch alone."""
+    scheds, needs, budgets, total, base = greedy
+    epochs = [base.info["base_epoch"]] if base is not None else None
+    l_scheds, l_needs = pl.attempt("dygnex_l", compose, epochs)
     if fit:
-        l_budgets = pl.planned_cost(l_needs)[0] if fit == "per budget" else None
+        l_budgets = pl.planned_cost(l_needs)[0] if fit == "per budget" and base is None else None
         l_scheds, l_needs = pl.fitted(l_scheds, l_needs, l_budgets)
+    l_base = None
+    if base is not None:  # the base epoch's steps, placed by DyGNeX-L, in every epoch
+        l_base = dataclasses.replace(l_scheds[epochs[0]], info={**l_scheds[epochs[0]].info, **base.info})
+        l_scheds, l_needs = pl.repeat(l_base)
     l_budgets, l_total = pl.planned_cost(l_needs)
     if l_total <= total:
-        return l_scheds, l_needs, l_budgets, l_total
+        return l_scheds, l_needs, l_budgets, l_total, l_base
     why = f"greedy kept: its steps pay {total:.4g} on their planned budgets, DyGNeX-L's {l_total:.4g}"
     scheds = {e: dataclasses.replace(sc, method="dygnex_l", fallback=why) for e, sc in scheds.items()}
-    return scheds, needs, budgets, total
+    base = dataclasses.replace(base, method="dygnex_l", fallback=why) if base is not None else None
+    return scheds, needs, budgets, total, base
 
 
 def fit_epochs(
@@ -419,6 +449,7 @@ def plan(
         "layout": layout,
         "compose": run.compose,
         "fitted": run.fitted,
+        "repeated": None if run.base is None else run.base.info["base_epoch"],  # the epoch every epoch runs
         "compose_tried": run.tried,
         "padding_efficiency": stats["padding_efficiency"],
         "packed_padding_efficiency": padding_efficiency(loads, weights, padded),

@@ -19,7 +19,9 @@ def print_table(rows: list[dict], stream=None) -> None:
     )
     print(head, file=stream)
     for r in rows:
-        compose = r.get("compose", "") + ("+fit" if r.get("fitted") else "")
+        compose = (
+            r.get("compose", "") + ("+fit" if r.get("fitted") else "") + ("+rep" if r.get("repeated") else "")
+        )
         print(
             f"{r['method']:<10} {r['devices']:>4} {r['batch_size']:>4} {r['layout']:>6} {compose:>14} "
             f"{r['padding_efficiency']:>8.3f} {r['packed_padding_efficiency']:>8.3f} "

@@ -32,7 +32,7 @@ from .packer import Packer
 from .padding import layout_view
 from .padding import padded_work as layout_padded_work
 from .schedule import cost_weights, schedule
-from .schedule.base import check_sizes
+from .schedule.base import REPEATED, check_sizes, repeated
 from .schedule.cost import CostModel, alone_steps, beyond_profile, refit
 from .schedule.ilp import require_installed
 from .schedule.metrics import summarize
@@ -127,8 +127,8 @@ class Trainer:
         self.compose = ""  # schedule.compose=auto: the composition the plan chose
         self.plan_note = ""  # one line on the plan, for the log
         self.range_note = ""  # a line when the planned steps reach beyond the cost model's profile
-        self.schedules: dict[int, object] = {}  # epoch -> its schedule, computed when planning
-        self.plan_needs: dict[int, list] = {}
+        self.schedules: dict[int, object] = {}  # epoch -> its planned schedule; REPEATED: see epoch_schedule
+        self.plan_needs: dict[int, list] = {}  # epoch -> every planned step's exact need (memory_plan)
         self._executables: dict[Budget, object] = {}
         self.compile_seconds_ahead = 0.0  # ahead-of-time compilation of the planned budgets
         self.plan_seconds = 0.0  # scheduling every planned epoch and planning the budgets
@@ -261,28 +261,21 @@ class Trainer:
             return self.planned
         start = time.perf_counter()
         epochs = planning.planned_epochs(self.config)
-        run = planning.plan_run(
-            self.windows,
-            self.step_config,
-            self.n_devices,
-            self.layout,
-            self.settings,
-            epochs,
-            self.train_costs,
-            step_seconds=self.pricer,
-        )
+        setup = (self.windows, self.step_config, self.n_devices, self.layout, self.settings)
+        run = planning.plan_run(*setup, epochs, self.train_costs, step_seconds=self.pricer)
         self.compose, self.planned = run.compose, run.budgets
         self.range_note = beyond_profile(
             self.cost_model, np.array([self.padded_work(b) for b in self.planned])
         )
-        self.plan_needs = run.needs  # epoch -> every planned step's exact need (memory_plan's estimate)
-        self.schedules.update(run.schedules)
+        self.plan_needs = run.needs
+        self.schedules.update(run.schedules | ({REPEATED: run.base} if run.base is not None else {}))
         self.plan_seconds = time.perf_counter() - start
         tried = ", ".join(f"{k} {v:.3g}" for k, v in run.tried.items())
         self.plan_note = (
             f"planned {len(self.planned)} training budget(s) for "
             f"{sum(len(n) for n in run.needs.values())} steps of epochs 1..{len(run.schedules)} "
             f"({self.layout} layout, compose {run.compose}{', fitted to ' + run.fitted if run.fitted else ''}"
+            + ("" if run.base is None else f", epoch {run.base.info['base_epoch']}'s steps every epoch")
             + (f"; planned cost by composition: {tried}" if tried else "")
             + f"; {self.plan_seconds:.1f} s)"
         )
@@ -349,6 +342,8 @@ class Trainer:
         same process — gets the same steps, fitted to the budgets as they were planned)."""
         if epoch in self.schedules:
             return self.schedules[epoch]
+        if REPEATED in self.schedules:  # the plan's steps, in an order of this epoch's own
+            return repeated(self.schedules[REPEATED], self.config.train.seed, epoch)
         c = self.config
         settings = strategies.scheduler_settings(self.settings)
         if self.compose and settings.compose == "auto":  # the composition the plan chose

@@ -11,6 +11,9 @@ import pytest
 from helpers import SMALL, make_trainer, smoke_run
 
 from dygnex_jax import plan
+from dygnex_jax.data.datasets import load_dataset
+from dygnex_jax.data.node_windows import task_windows
+from dygnex_jax.schedule.base import REPEATED, repeated
 
 # the toy graph, 4 devices, 3 epochs planned
 make = functools.partial(make_trainer, base=[*SMALL, "data.neg_mult=2", "train.epochs=3"], devices=4)
@@ -75,9 +78,12 @@ def test_compose_auto_keeps_the_cheapest_planned_composition():
     # every composition as scheduled and fitted to one budget per epoch (schedule.fit_epochs)
     one = {*plan.COMPOSE_CANDIDATES, *(f"{c} fitted" for c in plan.COMPOSE_CANDIDATES)}
     per_budget = {f"{c} fitted per budget" for c in plan.COMPOSE_CANDIDATES}
-    assert one <= set(run.tried) <= one | per_budget and len(run.tried) == len(one) + 1
+    repeats = {f"{c}{f} repeated" for c in plan.COMPOSE_CANDIDATES for f in ("", " fitted")}
+    assert one <= set(run.tried) <= one | per_budget | repeats and len(run.tried) == len(one) + 2
     assert run.compose in plan.COMPOSE_CANDIDATES and run.fitted in ("", "one budget", "per budget")
     name = run.compose + {"": "", "one budget": " fitted", "per budget": " fitted per budget"}[run.fitted]
+    if run.base is not None:
+        name = run.compose + (" fitted" if run.fitted else "") + " repeated"
     chosen = run.tried[name]
     assert chosen == pytest.approx(run.cost)
     assert chosen <= min(run.tried.values()) / (1 - plan.COMPOSE_MARGIN) + 1e-9
@@ -90,7 +96,52 @@ def test_compose_auto_keeps_the_cheapest_planned_composition():
         dataclasses.replace(tr.settings, fit_epochs=False),
         [1, 2],
     )
-    assert set(off.tried) == set(plan.COMPOSE_CANDIDATES) and not off.fitted
+    assert set(off.tried) - set(plan.COMPOSE_CANDIDATES) <= repeats and not off.fitted
+    never = dataclasses.replace(tr.settings, repeat_steps=False)
+    off = plan.plan_run(tr.windows, tr.config, tr.n_devices, tr.layout, never, [1, 2])
+    assert off.base is None and not set(off.tried) & repeats
+
+
+def _steps(sched) -> list:
+    """The steps of a schedule as sorted tuples of (device, window ids): order-free, device-exact."""
+    return sorted(tuple((p, tuple(ids.tolist())) for p, ids in enumerate(step)) for step in sched.steps)
+
+
+def test_repeated_runs_the_same_steps_in_an_order_of_each_epoch():
+    """``repeated``: every window on the same device with the same step partners, only the order of the
+    steps changes (a short last step stays last); deterministic in (seed, epoch), varied across epochs."""
+    tr = make("train.batch_size=3", devices=2)
+    base = tr.epoch_schedule(1)
+    k = len(tr.train_costs)
+    assert k % 3 and base.num_steps >= 3  # a short last step
+    orders = set()
+    for epoch in range(1, 9):
+        r = repeated(base, 3, epoch)
+        r.validate(k)  # every window once, the steps' sizes in order
+        assert _steps(r) == _steps(base) and r.steps[-1] is base.steps[-1]
+        assert all(s is t for s, t in zip(r.steps, repeated(base, 3, epoch).steps))
+        orders.add(tuple(base.steps.index(s) for s in r.steps))
+    assert len(orders) > 1
+
+
+def test_a_repeated_plan_pays_its_steps_exactly_and_repeats_past_the_planned_epochs(monkeypatch):
+    """When the plan repeats one epoch's steps (forced here: a margin that keeps every later candidate),
+    every planned epoch has the same needs, the budgets hold them, an epoch past the planned ones runs the
+    same steps in its own order, and training pays only planned budgets: nothing compiled on demand."""
+    monkeypatch.setattr(plan, "COMPOSE_MARGIN", -1.0)
+    tr = make("train.batch_size=6", "train.epochs=4", "parallel.plan_epochs=2", "parallel.compile_steps=0")
+    budgets = tr.plan_budgets()
+    base = tr.schedules[REPEATED]
+    needs = [sorted(n.as_tuple() for n in tr.plan_needs[e]) for e in (1, 2)]
+    assert needs[0] == needs[1] and len(budgets) == len(set(needs[0]))  # free compilations: one a step
+    tr.compile_planned()
+    for epoch in (1, 2, 3, 4):
+        sched = tr.epoch_schedule(epoch)
+        assert _steps(sched) == _steps(base)
+        tr.train_epoch(epoch)
+        assert not any(s["compiled"] for s in tr.last_steps)
+    assert tr.overflow_steps == 0
+    assert tr.epoch_schedule(3).steps == repeated(base, tr.config.train.seed, 3).steps
 
 
 def test_compose_chrono_is_planned_as_composed_never_fitted_across_steps():
@@ -126,3 +177,22 @@ def test_results_are_bit_identical_with_the_cache_off_cold_and_warm(tmp_path):
     assert (
         summaries[2]["compilations"] == summaries[0]["compilations"] == len(summaries[0]["planned_budgets"])
     )
+
+
+def test_uci_at_8_devices_repeats_its_cheapest_epoch(data_root):
+    """UC Irvine at P = 8, B = 32 (the issue's setting; every epoch's mix of windows needed other
+    budgets): the plan repeats one epoch, every planned epoch then pays alike, and the plan costs less
+    than the best plan that schedules every epoch anew (schedule.repeat_steps=false)."""
+    from dygnex_jax.config import load_config
+
+    keys = ["data.dataset=uci_collegemsg", "train.batch_size=32", "schedule.cost_model=analytic"]
+    config = load_config("configs/egcn_o_bitcoin_otc.yaml", keys)
+    ws = task_windows(load_dataset(config.data), config.data)
+    got = plan.plan(config, 8, ws=ws)
+    off = plan.plan(
+        load_config("configs/egcn_o_bitcoin_otc.yaml", [*keys, "schedule.repeat_steps=false"]), 8, ws=ws
+    )
+    assert got["repeated"] is not None and off["repeated"] is None
+    assert got["packed_padding_efficiency"] == pytest.approx(got["mean_packed_padding_efficiency"], rel=1e-12)
+    assert got["mean_packed_padding_efficiency"] > off["mean_packed_padding_efficiency"]
+    assert len(got["budgets"]) <= got["steps"]  # no more budgets than one epoch has steps

@@ -42,6 +42,7 @@ class ScheduleSettings(Protocol):
     ilp_warm_start: bool
     node_limit: int
     fit_epochs: bool
+    repeat_steps: bool
 
 
 @dataclasses.dataclass
@@ -171,6 +172,26 @@ def schedule(
     result.seconds = time.perf_counter() - start
     result.validate(k)
     return result
+
+
+# the stream of repeated()'s step orders: apart from the methods' default_rng([seed, epoch])
+REPEAT_STREAM = 7
+# the key of the schedule every epoch repeats among a trainer's epoch -> schedule (no epoch is 0)
+REPEATED = 0
+
+
+def repeated(base: Schedule, seed: int, epoch: int) -> Schedule:
+    """``base``'s steps (the same windows on the same devices) in an order of ``epoch``'s own: the full
+    steps permuted by ``default_rng([seed, epoch, REPEAT_STREAM])``, a short last step kept last."""
+    steps = list(base.steps)
+    full = len(steps) - (sum(len(w) for w in steps[-1]) < base.batch_size if steps else 0)
+    order = np.random.default_rng([seed, epoch, REPEAT_STREAM]).permutation(full)
+    return dataclasses.replace(
+        base,
+        steps=[steps[i] for i in order] + steps[full:],
+        seconds=0.0,
+        info={**base.info, "repeated": True},
+    )
 
 
 def step_batches(order: np.ndarray, batch_size: int) -> list[np.ndarray]:
