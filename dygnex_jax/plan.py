@@ -262,12 +262,11 @@ def plan_run(
     With ``schedule.compose: auto`` and a cost-ordered method, every composition of
     ``COMPOSE_CANDIDATES`` is planned (DyGNeX-L: its greedy twin's, which has the same steps) and the
     one whose planned cost — padded work of every step on its budget plus the compilations — is least
-    is kept (the earlier, better-mixing one unless a later one saves more than ``COMPOSE_MARGIN``).
-    DyGNeX-L's placements are kept when their planned cost is at most greedy's (per step they balance
-    better, but the run's budgets may fit greedy's steps better); else greedy's, with a fallback line.
-    ``step_seconds``: ``Budget -> predicted seconds`` (``step_seconds_fn``) for the auto compile price;
-    without it (and ``parallel.compile_steps`` -1) a compilation is priced at one step.
-    Deterministic in the config: every process and a resumed run plan alike."""
+    is kept (the earlier, better-mixing one unless a later one saves more than ``COMPOSE_MARGIN``);
+    fitted and repeated candidates follow (``schedule.fit_epochs``, ``schedule.repeat_steps``).
+    DyGNeX-L's placements are kept when their planned cost is at most greedy's, else greedy's with a
+    fallback line. ``step_seconds``: ``Budget -> predicted seconds`` for the auto compile price (without
+    it and ``parallel.compile_steps`` -1: one step). Deterministic: every process and a resumed run alike."""
     costs = ws.costs("train", config.data.neg_mult) if costs is None else costs
     profile = ws.edge_profile("train") if profile is None else profile
     costs, profile = layout_view(costs, profile, layout)
@@ -303,12 +302,13 @@ def plan_run(
         scheds, needs = pl.fitted(*plain[chosen])
         consider(f"{chosen} fitted per budget", chosen, "per budget", scheds, needs, 0.0)
     if cost_ordered and settings.repeat_steps and len(epochs) > 1 and settings.compose not in FIXED_STEPS:
-        # (3) the best so far, its cheapest epoch's steps repeated: kept only if it saves > the margin
-        compose, fit, scheds, needs = best[:4]
-        e = pl.cheapest_epoch(needs)
-        base = dataclasses.replace(scheds[e], info={**scheds[e].info, "base_epoch": e})
-        name = f"{compose}{' fitted' if fit else ''} repeated"
-        consider(name, compose, fit, *pl.repeat(base), COMPOSE_MARGIN, base)
+        # (3) the cheapest epoch of the best so far and of every plain composition, its steps in every
+        # epoch (a plain one's are balanced step by step: they pay least on budgets of their own)
+        for compose, fit, scheds, needs in [best[:4], *((c, "", *plain[c][:2]) for c in composes)]:
+            name, e = f"{compose}{' fitted' if fit else ''} repeated", pl.cheapest_epoch(needs)
+            base = dataclasses.replace(scheds[e], info={**scheds[e].info, "base_epoch": e})
+            if name not in tried:
+                consider(name, compose, fit, *pl.repeat(base), COMPOSE_MARGIN, base)
     compose, fit, scheds, needs, total, budgets, base = best
     if settings.method == "dygnex_l":
         scheds, needs, budgets, total, base = _dygnex_l_placements(
@@ -328,8 +328,8 @@ def _dygnex_l_placements(pl: _Planner, compose, fit, greedy: tuple) -> tuple:
     if fit:
         l_budgets = pl.planned_cost(l_needs)[0] if fit == "per budget" and base is None else None
         l_scheds, l_needs = pl.fitted(l_scheds, l_needs, l_budgets)
-    l_base = None
-    if base is not None:  # the base epoch's steps, placed by DyGNeX-L, in every epoch
+    l_base = None  # a repeated plan: the base epoch's steps, placed by DyGNeX-L, in every epoch
+    if base is not None:
         l_base = dataclasses.replace(l_scheds[epochs[0]], info={**l_scheds[epochs[0]].info, **base.info})
         l_scheds, l_needs = pl.repeat(l_base)
     l_budgets, l_total = pl.planned_cost(l_needs)
