@@ -148,7 +148,9 @@ def schedule_figures(src: Path, dataset: str, method: str, devices: int, args, o
         "mean_packed_efficiency": r.get("mean_packed_padding_efficiency"),
         "budgets": len(r.get("budgets", [])) or None,
         "layout": r.get("layout", "scan"),
-        "compose": r.get("compose", "strata") + (f" fitted to {r['fitted']}" if r.get("fitted") else ""),
+        "compose": r.get("compose", "strata")
+        + (f" fitted to {r['fitted']}" if r.get("fitted") else "")
+        + (f", epoch {r['repeated']} repeated" if r.get("repeated") else ""),
         "scheduler_seconds_per_step": r["scheduler_seconds"] / r["steps"],
         "load_average": os.getloadavg()[0],
     }
