@@ -28,9 +28,9 @@ from pathlib import Path
 
 from dygnex_jax.config import load_config
 from dygnex_jax.errors import ArgumentParser, UserError, run_tool
-from dygnex_jax.runlog import check_out_path
 from dygnex_jax.files import atomic_write_text
 from dygnex_jax.research import reproduce
+from dygnex_jax.runlog import check_out_path
 
 REPRO = Path(__file__).resolve().parent.parent / "configs" / "repro"
 
