@@ -41,7 +41,7 @@ from .schedule import Schedule, cost_weights, schedule
 from .schedule.base import repeated
 from .schedule.cost import CostModel, alone_steps
 from .schedule.greedy import FIXED_STEPS, SHRINK_WORK, balance_epoch
-from .schedule.ilp import require_installed
+from .schedule.ilp import improve_schedule, require_installed
 from .schedule.metrics import (
     padding_efficiency,
     predicted_epoch_seconds,
@@ -190,13 +190,13 @@ class _Planner:
             e: step_needs(self.costs, self.profile, sc, self.layout, self.slots) for e, sc in scheds.items()
         }
 
-    def attempt(self, method: str, compose: str, epochs: list | None = None) -> tuple[dict, dict]:
-        """The planned epochs (or ``epochs``) scheduled by ``method`` and ``compose`` -> (schedules, needs)."""
+    def attempt(self, method: str, compose: str) -> tuple[dict, dict]:
+        """Every planned epoch scheduled by ``method`` with ``compose`` -> (schedules, step needs)."""
         st = dataclasses.replace(self.settings, method=method, compose=compose)
         seed = self.config.train.seed
         scheds = {
             e: schedule(self.sched_costs, self.devices, self.batch, st, seed=seed, epoch=e)
-            for e in (epochs or self.epochs)
+            for e in self.epochs
         }
         return scheds, self.needs(scheds)
 
@@ -318,20 +318,20 @@ def plan_run(
 
 
 def _dygnex_l_placements(pl: _Planner, compose, fit, greedy: tuple) -> tuple:
-    """DyGNeX-L's own placements of the chosen composition, kept where they pay less on their planned
-    budgets than greedy's (per step L balances better, but the run's budgets may fit greedy's steps
-    better); else greedy's, marked as DyGNeX-L's fallback. ``greedy``: (schedules, needs, budgets, cost,
-    repeated base or None); a repeated plan places its base epoch alone."""
+    """DyGNeX-L's placements of the chosen composition where they pay less on their planned budgets than
+    greedy's (the run's budgets may fit greedy's steps better), else greedy's, marked as DyGNeX-L's
+    fallback. ``greedy``: (schedules, needs, budgets, cost, repeated base or None)."""
     scheds, needs, budgets, total, base = greedy
-    epochs = [base.info["base_epoch"]] if base is not None else None
-    l_scheds, l_needs = pl.attempt("dygnex_l", compose, epochs)
-    if fit:
-        l_budgets = pl.planned_cost(l_needs)[0] if fit == "per budget" and base is None else None
-        l_scheds, l_needs = pl.fitted(l_scheds, l_needs, l_budgets)
-    l_base = None  # a repeated plan: the base epoch's steps, placed by DyGNeX-L, in every epoch
+    l_base = None  # a repeated plan: the base's own steps re-placed by DyGNeX-L's MILP, in every epoch
     if base is not None:
-        l_base = dataclasses.replace(l_scheds[epochs[0]], info={**l_scheds[epochs[0]].info, **base.info})
+        st = dataclasses.replace(pl.settings, method="dygnex_l")
+        l_base = improve_schedule(base, pl.sched_costs, st, [pl.config.train.seed, base.info["base_epoch"]])
         l_scheds, l_needs = pl.repeat(l_base)
+    else:
+        l_scheds, l_needs = pl.attempt("dygnex_l", compose)
+        if fit:
+            l_budgets = pl.planned_cost(l_needs)[0] if fit == "per budget" else None
+            l_scheds, l_needs = pl.fitted(l_scheds, l_needs, l_budgets)
     l_budgets, l_total = pl.planned_cost(l_needs)
     if l_total <= total:
         return l_scheds, l_needs, l_budgets, l_total, l_base
@@ -466,7 +466,7 @@ def plan(
             loads, model, ws.window, padded=padded, alone=alone_steps(len(padded), config.parallel.prefetch)
         ),
         "cost_model": model.source,
-        "scheduler_seconds": sched.seconds,
+        "scheduler_seconds": run.base.seconds if run.base is not None else sched.seconds,  # once, repeated
         "fallback": sched.fallback,
         "step_loads": scalar_loads(loads, weights).tolist(),
     }

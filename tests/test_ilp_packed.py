@@ -251,3 +251,20 @@ def test_grouped_bound_sees_coupling():
     assert brute_force(c, 2, w) == pytest.approx(12.0)
     s = schedule(c, 2, 5, settings("dygnex_l", mip_gap=0.0), seed=0)
     assert s.info["objective"] == pytest.approx(12.0) and s.info["gap"] == pytest.approx(0.0)
+
+
+@pytest.mark.parametrize("method", ["psg", "dygnex_g"])
+def test_improve_schedule_keeps_every_step_and_never_pays_more(method):
+    """``improve_schedule`` (DyGNeX-L on a repeated plan's steps): every step keeps its windows, only
+    their devices change, and no step's objective rises; on skewed costs some step improves."""
+    c = packed_costs(96, 3)
+    base = schedule(c, 4, 16, settings(method, compose="strata"), seed=0, epoch=1)
+    got = ilp.improve_schedule(base, c, settings("dygnex_l"), seed=[0, 1])
+    got.validate(len(c))
+    assert [sorted(np.concatenate(s).tolist()) for s in got.steps] == [
+        sorted(np.concatenate(s).tolist()) for s in base.steps
+    ]
+    before = step_objectives(step_loads(c, base), W)
+    after = step_objectives(step_loads(c, got), W)
+    assert np.all(after <= before + 1e-9) and after.sum() < before.sum()
+    assert got.method == "dygnex_l" and got.info["greedy"]["placed"] == method

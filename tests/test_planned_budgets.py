@@ -198,3 +198,9 @@ def test_uci_at_8_devices_repeats_its_cheapest_epoch(data_root):
     assert got["packed_padding_efficiency"] == pytest.approx(got["mean_packed_padding_efficiency"], rel=1e-12)
     assert got["mean_packed_padding_efficiency"] > off["mean_packed_padding_efficiency"]
     assert len(got["budgets"]) <= got["steps"]  # no more budgets than one epoch has steps
+    # DyGNeX-L re-places the repeated steps (never worse step by step): never below greedy's plan
+    lp = plan.plan(
+        load_config("configs/egcn_o_bitcoin_otc.yaml", [*keys, "schedule.method=dygnex_l"]), 8, ws=ws
+    )
+    assert lp["repeated"] is not None
+    assert lp["mean_packed_padding_efficiency"] >= got["mean_packed_padding_efficiency"] - 1e-12
