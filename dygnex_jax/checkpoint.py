@@ -41,10 +41,12 @@ import json
 import os
 import re
 import shutil
+import sys
 from pathlib import Path
 
 import jax
 import numpy as np
+import yaml
 
 from . import parallel, runlock
 from .config import Config, TrainConfig, changed_keys, dump_config, load_config, to_dict
@@ -354,6 +356,8 @@ def resume_config(run_dir: str | Path, config_path: str | None, overrides: list[
         )
     if ckpt is None and skipped:
         raise UserError(none_restores(run, skipped))
+    if ckpt is not None and not has_config:  # deleted: the checkpoint holds the config it trained with
+        has_config = _restore_config(run, ckpt)
     if not has_config:
         raise UserError(f"--resume {str(run)!r} has no config.yaml: pass the --out directory of a run")
     config = load_config(run / "config.yaml", overrides)
@@ -370,6 +374,20 @@ def resume_config(run_dir: str | Path, config_path: str | None, overrides: list[
             "resume with train.epochs >= that"
         )
     return config
+
+
+def _restore_config(run: Path, ckpt) -> bool:
+    """Write ``run/config.yaml`` back from the checkpoint's config (a note on stderr); False, with nothing
+    written, when that config does not load here (an older version's keys)."""
+    path = run / "config.yaml"
+    atomic_write_text(path, yaml.safe_dump(ckpt.meta["config"], sort_keys=False))
+    try:
+        load_config(path)
+    except UserError:
+        path.unlink(missing_ok=True)
+        return False
+    print(f"{path} was missing: restored from the checkpoint of epoch {ckpt.epoch}", file=sys.stderr)
+    return True
 
 
 def none_restores(run: Path, skipped: list[str]) -> str:

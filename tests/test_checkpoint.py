@@ -233,3 +233,29 @@ def test_half_written_checkpoints_are_never_picked_and_old_ones_go(tmp_path, mon
     checkpoint.save(tr, tmp_path, 4, [], keep=2)
     assert not list((tmp_path / "checkpoints").glob(".tmp-*"))  # the next save cleans up
     assert [e for e, _ in checkpoint.complete(tmp_path)] == [3, 4]
+
+
+def _fake_run(path: Path, trained: dict) -> Path:
+    """A run folder without config.yaml whose complete-looking checkpoint of epoch 2 trained ``trained``
+    (resume_config reads only the checkpoint's meta.json)."""
+    ckpt = path / checkpoint.FOLDER / "epoch_000002"
+    (ckpt / "state").mkdir(parents=True)
+    (ckpt / "meta.json").write_text(json.dumps({"epoch": 2, "config": trained, "history": []}))
+    return path
+
+
+def test_resume_restores_a_deleted_config_from_the_checkpoint(tmp_path, capsys):
+    """--resume of a run whose config.yaml was deleted: the checkpoint's config is written back (a note
+    says so) and resumed with the allowed overrides; a checkpoint config that does not load here (an
+    unknown key) is the one-line refusal, with nothing written."""
+    from dygnex_jax.config import load_config, to_dict
+
+    trained = to_dict(load_config(SMOKE))
+    run = _fake_run(tmp_path / "run", trained)
+    config = checkpoint.resume_config(run, None, ["train.epochs=9"])
+    assert (run / "config.yaml").is_file() and "was missing: restored" in capsys.readouterr().err
+    assert to_dict(load_config(run / "config.yaml")) == trained and config.train.epochs == 9
+    bad = _fake_run(tmp_path / "bad", {**trained, "no_such_section": {"x": 1}})
+    with pytest.raises(checkpoint.UserError, match="has no config.yaml"):
+        checkpoint.resume_config(bad, None, [])
+    assert not (bad / "config.yaml").exists()
