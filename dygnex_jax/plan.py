@@ -302,12 +302,12 @@ def plan_run(
         scheds, needs = pl.fitted(*plain[chosen])
         consider(f"{chosen} fitted per budget", chosen, "per budget", scheds, needs, 0.0)
     if cost_ordered and settings.repeat_steps and len(epochs) > 1 and settings.compose not in FIXED_STEPS:
-        # (3) the cheapest epoch of the best so far and of every plain composition, its steps in every
-        # epoch (a plain one's are balanced step by step: they pay least on budgets of their own)
+        # (3) the cheapest epoch of the best so far and of every plain one (balanced step by step), repeated
         for compose, fit, scheds, needs in [best[:4], *((c, "", *plain[c][:2]) for c in composes)]:
-            name, e = f"{compose}{' fitted' if fit else ''} repeated", pl.cheapest_epoch(needs)
-            base = dataclasses.replace(scheds[e], info={**scheds[e].info, "base_epoch": e})
-            if name not in tried:
+            name = f"{compose}{' fitted' if fit else ''} repeated"
+            if name not in tried:  # the best so far may be a plain composition already listed
+                e = pl.cheapest_epoch(needs)
+                base = dataclasses.replace(scheds[e], info={**scheds[e].info, "base_epoch": e})
                 consider(name, compose, fit, *pl.repeat(base), COMPOSE_MARGIN, base)
     compose, fit, scheds, needs, total, budgets, base = best
     if settings.method == "dygnex_l":

@@ -198,17 +198,19 @@ def dygnex_l(
     rng: np.random.Generator,
 ) -> Schedule:
     """Per-step MILP from the greedy placement; never worse than dygnex_g (see module docstring)."""
-    _checked_solver(settings)
+    solver = _checked_solver(settings)
     start_time = time.perf_counter()
     base, steps, devices = greedy_schedule(costs, n_devices, batch_size, settings, rng, name="dygnex_l")
     greedy_seconds = time.perf_counter() - start_time
-    return _improved(costs, steps, devices, n_devices, batch_size, settings, rng, base.info, greedy_seconds)
+    return _improved(
+        costs, steps, devices, n_devices, batch_size, settings, solver, rng, base.info, greedy_seconds
+    )
 
 
 def improve_schedule(sched: Schedule, costs: np.ndarray, settings: ScheduleSettings, seed) -> Schedule:
     """DyGNeX-L's per-step MILP on the steps of ``sched`` (any method's: the same windows in every step,
     only their devices change), started from its placement, so never worse step by step."""
-    _checked_solver(settings)
+    solver = _checked_solver(settings)
     start = time.perf_counter()
     steps = [np.concatenate(step) for step in sched.steps]
     devices = [np.repeat(np.arange(sched.n_devices), [len(g) for g in step]) for step in sched.steps]
@@ -217,13 +219,15 @@ def improve_schedule(sched: Schedule, costs: np.ndarray, settings: ScheduleSetti
     w = checked_weights(settings, costs.shape[1])
     start_objective = sum(step_objective(costs[i], d, sched.n_devices, w) for i, d in zip(steps, devices))
     info = {"placed": sched.method, "objective": float(start_objective)}
-    out = _improved(costs, steps, devices, sched.n_devices, sched.batch_size, settings, rng, info, 0.0)
+    out = _improved(
+        costs, steps, devices, sched.n_devices, sched.batch_size, settings, solver, rng, info, 0.0
+    )
     return dataclasses.replace(out, seconds=time.perf_counter() - start, info={**sched.info, **out.info})
 
 
-def _improved(costs, steps, devices, n_devices, batch_size, settings, rng, info, greedy_seconds) -> Schedule:
-    """The placements ``devices[s]`` of every step's windows ``steps[s]`` improved by the MILP."""
-    solver = _checked_solver(settings)
+def _improved(costs, steps, devices, n_devices, batch_size, settings, solver, rng, info, greedy_seconds):
+    """The placements ``devices[s]`` of every step's windows ``steps[s]`` improved by the MILP (``solver``:
+    the caller's ``_checked_solver``) -> a ``Schedule``."""
     weights = checked_weights(settings, costs.shape[1])
     gap = float(settings.mip_gap)
     use_highspy = solver == "HIGHS" and bool(settings.ilp_warm_start)
