@@ -11,6 +11,7 @@ import os
 import sys
 
 from .errors import ArgumentParser, UserError, run_tool
+from .files import staged
 
 # simulate --param-bytes: at most a petabyte all-reduced per step (larger sizes are typos; they made
 # every simulated step 1e22 seconds)
@@ -188,10 +189,11 @@ def _schedule(args, config) -> None:
     slowdown = plan.model_slowdown(model, devices, plan.available_cores(), jax.default_backend())
     result = plan.plan(config, devices, ws=ws, model=model, slowdown=slowdown)
     plan.print_table([result])
-    if args.json:
-        plan.write_json(result, args.json)
-    if args.plot:
-        plan.plot_loads(result, args.plot)
+    with staged():  # --json and --plot both, or neither
+        if args.json:
+            plan.write_json(result, args.json)
+        if args.plot:
+            plan.plot_loads(result, args.plot)
 
 
 def _simulated_cost_model(path):
@@ -237,10 +239,11 @@ def _simulate(args, config) -> None:
         f"all-reduce {result['param_bytes'] / 1e6:.3f} MB, cost model {result['cost_model']['source']}"
     )
     sim.print_table(result["rows"])
-    if args.json:
-        write_json(result, args.json)
-    if args.plot:
-        sim.plot(result["rows"], args.plot, f"{result['instance']}, {result['batch']}, {args.link}")
+    with staged():  # --json and --plot both, or neither
+        if args.json:
+            write_json(result, args.json)
+        if args.plot:
+            sim.plot(result["rows"], args.plot, f"{result['instance']}, {result['batch']}, {args.link}")
 
 
 def _profile(args, config) -> None:

@@ -51,7 +51,7 @@ import yaml
 from . import parallel, runlock
 from .config import Config, TrainConfig, changed_keys, dump_config, load_config, to_dict
 from .errors import UserError
-from .files import atomic_write_text
+from .files import atomic_write_text, json_text
 from .graphs import Budget
 from .schedule.cost import CostModel
 
@@ -487,7 +487,7 @@ def rewind_logs(out_dir: str | Path, history: list[dict], config: Config) -> Non
             if row.get("epoch", last + 1) <= last:
                 steps.append(line + "\n")
     for name, text in (
-        ("metrics.jsonl", "".join(json.dumps(r) + "\n" for r in history)),
+        ("metrics.jsonl", "".join(json_text(r) + "\n" for r in history)),
         ("steps.jsonl", "".join(steps)),
     ):
         atomic_write_text(out / name, text)

@@ -4,13 +4,24 @@
 folder, so the rename stays on one file system) and renames it over ``dest``; if ``write`` or the rename
 fails, the temp file is removed and the error propagates with ``dest`` as it was. A process killed while
 writing leaves ``dest`` untouched and at most one hidden ``.part`` file.
+
+``staged()`` makes the files one command writes all-or-nothing: inside it every ``atomic_write`` only
+writes its temp file, and they are renamed over their destinations together when the block ends without
+an error; an error (a full disk at the second file) removes every temp file and the folders the block
+created, so nothing of the command's output appears. ``json_text`` is strict JSON: a NaN or an infinity
+(an undefined metric, a diverged loss) is written as ``null``, never as the bare ``NaN`` other parsers
+reject.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import json
+import math
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -24,18 +35,65 @@ def _umask() -> int:
 _MODE = 0o666 & ~_umask()  # what open() would give a new file (mkstemp's own is 0o600), read at import
 
 
+_STAGE: contextvars.ContextVar[list | None] = contextvars.ContextVar("dygnex_stage", default=None)
+
+
+def make_dirs(folder: Path) -> None:
+    """``folder.mkdir(parents=True, exist_ok=True)``; inside a ``staged`` block the folders it creates are
+    removed again (when left empty) if the block fails."""
+    stage = _STAGE.get()
+    missing = []
+    f = folder
+    while not f.exists() and f != f.parent:
+        missing.append(f)
+        f = f.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    if stage is not None:
+        stage.extend(("dir", d, None) for d in reversed(missing))
+
+
+@contextlib.contextmanager
+def staged() -> Iterator[None]:
+    """A block whose ``atomic_write`` calls land together or not at all (module docstring)."""
+    if _STAGE.get() is not None:  # nested: the outer block decides
+        yield
+        return
+    stage: list = []
+    token = _STAGE.set(stage)
+    try:
+        try:
+            yield
+        finally:
+            _STAGE.reset(token)
+        for kind, tmp, dest in stage:
+            if kind == "file":
+                try:
+                    os.replace(tmp, dest)
+                except OSError as e:
+                    raise OSError(e.errno, e.strerror or str(e), str(dest)) from None
+    except BaseException:
+        for kind, path, _ in reversed(stage):
+            with contextlib.suppress(OSError):
+                Path(path).unlink(missing_ok=True) if kind == "file" else Path(path).rmdir()
+        raise
+
+
 def atomic_write(dest: str | os.PathLike, write: Callable[[BinaryIO], object]) -> Path:
     """Call ``write(binary file)`` on a temp file beside ``dest``, then rename it to ``dest`` (parent
     folders created; the file's mode that of a plain ``open``, or the replaced file's). Returns ``dest``
     as a Path. An ``OSError`` of the write names ``dest`` (a full disk reports no file name itself)."""
     dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(dest.parent)
+    stage = _STAGE.get()
     fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
     try:
         try:
             with os.fdopen(fd, "wb") as fh:
                 os.chmod(tmp, dest.stat().st_mode & 0o7777 if dest.exists() else _MODE)
                 write(fh)
+            if stage is not None:  # renamed when the staged block ends
+                stage.append(("file", tmp, dest))
+                return dest
             os.replace(tmp, dest)
         except OSError as e:
             if type(e) is OSError and e.filename is None and e.errno is not None:  # not URLError & co.
@@ -56,3 +114,22 @@ def save_figure(fig, path: str | os.PathLike, dpi: int = 110) -> Path:
     """A matplotlib figure saved whole to ``path`` (its format from the suffix, PNG without one)."""
     fmt = Path(path).suffix.lstrip(".").lower() or "png"
     return atomic_write(path, lambda fh: fig.savefig(fh, dpi=dpi, format=fmt))
+
+
+def finite(obj):
+    """``obj`` with every NaN or infinite float (numpy's too) replaced by None, numpy scalars and arrays
+    as Python numbers and lists; containers copied, other values as they are."""
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [finite(v) for v in obj]
+    if hasattr(obj, "tolist") and not isinstance(obj, str | bytes):  # numpy scalars and arrays
+        return finite(obj.tolist())
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def json_text(obj, indent: int | None = None) -> str:
+    """``obj`` as strict JSON: non-finite numbers as ``null`` (``finite``)."""
+    return json.dumps(finite(obj), indent=indent, allow_nan=False)

@@ -10,7 +10,6 @@ snapshots are mostly empty or too few. Printed as a table (long series: summaris
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from .config import Config
 from .data.datasets import load_dataset
 from .data.graph import DynamicGraph
 from .data.node_windows import task_windows
-from .files import atomic_write_text, save_figure
+from .files import atomic_write_text, json_text, make_dirs, save_figure, staged
 
 # an edge stream reads best with at most this share of empty snapshots and at least this many windows
 EMPTY_SHARE = 0.10
@@ -193,8 +192,9 @@ def plot(result: dict, path: str | Path) -> None:
 def write(result: dict, out_dir: str | Path) -> list[Path]:
     """``inspect.json`` and ``inspect.png`` under ``out_dir`` (created) -> the paths written."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     paths = [out / "inspect.json", out / "inspect.png"]
-    atomic_write_text(paths[0], json.dumps(result, indent=1) + "\n")
-    plot(result, paths[1])
+    with staged():  # both or neither
+        make_dirs(out)
+        atomic_write_text(paths[0], json_text(result, indent=1) + "\n")
+        plot(result, paths[1])
     return paths

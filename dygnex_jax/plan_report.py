@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 import numpy as np
 
-from .files import atomic_write_text, save_figure
+from .files import atomic_write_text, json_text, save_figure
 
 
 def print_table(rows: list[dict], stream=None) -> None:
@@ -60,4 +59,4 @@ def plot_loads(result: dict, path: str | Path) -> None:
 
 
 def write_json(result: dict, path: str | Path) -> None:
-    atomic_write_text(path, json.dumps(result, indent=2) + "\n")
+    atomic_write_text(path, json_text(result, indent=2) + "\n")

@@ -14,7 +14,6 @@ pair, and the compile price uses the measured compilation seconds. Re-fitted dur
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import statistics
 import time
@@ -27,7 +26,7 @@ import numpy as np
 from . import cost_cache, distributed, parallel
 from .config import Config
 from .errors import UserError
-from .files import atomic_write_text
+from .files import atomic_write_text, json_text
 from .schedule.cost import CostModel, fit, held_out_errors, window_features
 from .train import Trainer
 
@@ -256,5 +255,5 @@ def run_profile(
     )
     if cache:
         summary.update(add_to_cache(trainer, summary, compiles, log))
-    atomic_write_text(out / "profile.json", json.dumps(summary, indent=2) + "\n")
+    atomic_write_text(out / "profile.json", json_text(summary, indent=2) + "\n")
     return model

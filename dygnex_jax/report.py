@@ -30,7 +30,7 @@ import yaml
 
 from .config import TASK_METRICS, selection_metric
 from .errors import UserError
-from .files import atomic_write_text, save_figure
+from .files import atomic_write_text, make_dirs, save_figure, staged
 
 MAX_BAR_STEPS = 40  # load plots show at most this many steps of the last epoch
 
@@ -54,15 +54,24 @@ def _epoch_rows(d: Path) -> list[dict]:
     """metrics.jsonl's epoch rows; a UserError for a row that is not one of ``train``'s."""
     rows = _rows(d / "metrics.jsonl")
     for i, row in enumerate(rows, 1):
-        missing = [
-            k for k in EPOCH_KEYS if not isinstance(row, dict) or not isinstance(row.get(k), int | float)
-        ]
+        missing = [k for k in EPOCH_KEYS if not isinstance(row, dict) or not _number(row.get(k, ""), k)]
         if missing:
             raise UserError(
                 f"{str(d / 'metrics.jsonl')!r} row {i} has no number {missing[0]!r}: not a log `train` "
                 "wrote (pass the --out of a train run)"
             )
+        for k in EPOCH_KEYS[1:]:  # an undefined figure (a diverged loss) is logged as null
+            if row[k] is None:
+                row[k] = float("nan")
     return rows
+
+
+def _number(value, key: str) -> bool:
+    """Whether an epoch row's ``key`` holds what ``train`` writes there: a number (the epoch an int),
+    or null for a figure that was not a number (``files.json_text``)."""
+    if key == "epoch":
+        return isinstance(value, int) and not isinstance(value, bool)
+    return value is None or (isinstance(value, int | float) and not isinstance(value, bool))
 
 
 def _yaml_or_empty(path: Path) -> dict:
@@ -314,7 +323,15 @@ def report(run_dirs: list[str], out_dir: str | Path | None = None, log=None) -> 
     out = Path(out_dir) if out_dir else Path(f"report-{time.strftime('%Y%m%d-%H%M%S')}")
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {str(out)!r} is a file: choose a directory")
-    out.mkdir(parents=True, exist_ok=True)
+    with staged():  # every file or none (a full disk leaves no half report, nor its new folder)
+        written = _write_report(runs, out)
+    for path in written.values():
+        log(f"wrote {path}")
+    return written
+
+
+def _write_report(runs: list[dict], out: Path) -> dict:
+    make_dirs(out)
     written = {"curves": out / "curves.png"}
     plot_curves(runs, written["curves"])
     used = set()
@@ -329,6 +346,4 @@ def report(run_dirs: list[str], out_dir: str | Path | None = None, log=None) -> 
         plot_epoch_times(runs, written["epoch_time"])
     written["summary"] = out / "summary.md"
     atomic_write_text(written["summary"], markdown([table_row(r) for r in runs]))
-    for path in written.values():
-        log(f"wrote {path}")
     return written

@@ -13,7 +13,6 @@ first); ``KeyboardInterrupt`` then reaches the caller (the CLI exits with 130).
 from __future__ import annotations
 
 import errno
-import json
 import os
 import time
 from pathlib import Path
@@ -22,7 +21,7 @@ from . import checkpoint, distributed, memstats, runlock
 from .config import Config
 from .errors import UserError
 from .eval_estimate import evaluation_note
-from .files import atomic_write_text
+from .files import atomic_write_text, json_text
 from .runlog import (
     Progress,
     check_run_names,
@@ -137,9 +136,9 @@ def _train(
             row = _run_epoch(trainer, epoch, out, progress, history)
             history.append(row)
             stop = early_stop_note(config, history)
-            metrics_file.write(json.dumps(row) + "\n")
+            metrics_file.write(json_text(row) + "\n")
             metrics_file.flush()
-            steps_file.write("".join(json.dumps(r) + "\n" for r in trainer.last_steps))
+            steps_file.write("".join(json_text(r) + "\n" for r in trainer.last_steps))
             steps_file.flush()
             progress.line(epoch_line(row, config.train.epochs, trainer.task))
             if main and (checkpoint.is_due(epoch, config.train) or stop):  # replicated: process 0 writes
@@ -151,7 +150,7 @@ def _train(
             progress.line(stop)
     summary = summarize_run(config, trainer, history)
     if main:
-        atomic_write_text(out / "summary.json", json.dumps(summary, indent=2))
+        atomic_write_text(out / "summary.json", json_text(summary, indent=2))
     progress.line(f"wrote {out}/summary.json")
     return summary
 

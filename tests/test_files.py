@@ -5,9 +5,10 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
-from dygnex_jax.files import atomic_write, atomic_write_text
+from dygnex_jax.files import atomic_write, atomic_write_text, json_text, staged
 
 
 def test_a_write_replaces_the_file_whole(tmp_path):
@@ -91,7 +92,7 @@ def full_disk(tmp_path):
 
 def test_a_plot_on_a_full_disk_is_one_line_and_leaves_no_half_file(full_disk):
     """The ``schedule`` command's JSON fits on the disk, its plot does not: exit 2, one ``error:`` line
-    naming the plot, the JSON whole, no plot and no temp file."""
+    naming the plot, and neither file (the two are staged together) nor a temp file."""
     repo = os.path.join(os.path.dirname(__file__), "..")
     args = ["schedule", "--config", os.path.join(repo, "configs", "smoke.yaml"), "--devices", "2"]
     args += ["--json", str(full_disk / "s.json"), "--plot", str(full_disk / "s.png")]
@@ -102,5 +103,67 @@ def test_a_plot_on_a_full_disk_is_one_line_and_leaves_no_half_file(full_disk):
     assert got.stderr.count("error: ") == 1 and "Traceback" not in got.stderr, got.stderr
     last = got.stderr.strip().splitlines()[-1]
     assert last.startswith("error: ") and "s.png" in last and "No space left" in last, last
-    assert sorted(p.name for p in full_disk.iterdir()) == ["s.json"]
-    assert json.loads((full_disk / "s.json").read_text())  # whole
+    assert sorted(p.name for p in full_disk.iterdir()) == []
+
+
+def test_staged_writes_land_together(tmp_path):
+    """Inside ``staged`` nothing appears until the block ends; then every file at once."""
+    a, b = tmp_path / "a.json", tmp_path / "new" / "deeper" / "b.png"
+    a.write_text("old")
+    with staged():
+        atomic_write_text(a, "A")
+        atomic_write_text(b, "B")
+        assert a.read_text() == "old" and not b.exists()
+        with staged():  # a nested block leaves the decision to the outer one
+            atomic_write_text(tmp_path / "c", "C")
+        assert not (tmp_path / "c").exists()
+    assert (a.read_text(), b.read_text(), (tmp_path / "c").read_text()) == ("A", "B", "C")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json", "c", "new"]
+
+
+def test_a_failed_staged_block_leaves_nothing_it_wrote_nor_folders_it_made(tmp_path):
+    """The second file fails (a full disk): the first is not replaced, no temp remains, and the folders
+    the block created are gone; a folder that existed before stays."""
+    (tmp_path / "kept").mkdir()
+    first = tmp_path / "kept" / "x.json"
+    first.write_text("old")
+
+    def fail(fh):
+        fh.write(b"half")
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space left"), staged():
+        atomic_write_text(first, "new")
+        atomic_write_text(tmp_path / "made" / "sub" / "y.json", "y")
+        atomic_write(tmp_path / "made" / "z.png", fail)
+    assert first.read_text() == "old"
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == ["kept", "kept/x.json"]
+
+
+def test_json_text_is_strict_json():
+    """NaN and infinities (numpy's too) become null, numpy numbers plain ones; the text parses with a
+    parser that rejects NaN, and finite values survive exactly."""
+    row = {
+        "loss": float("nan"),
+        "map": np.float32(0.25),
+        "inf": [np.inf, -np.inf],
+        "n": np.int64(3),
+        "arr": np.array([1.5, np.nan]),
+        "s": "nan",
+        "ok": 0.1,
+    }
+    text = json_text(row)
+
+    def reject(token):
+        raise ValueError(token)
+
+    got = json.loads(text, parse_constant=reject)
+    assert got == {
+        "loss": None,
+        "map": 0.25,
+        "inf": [None, None],
+        "n": 3,
+        "arr": [1.5, None],
+        "s": "nan",
+        "ok": 0.1,
+    }

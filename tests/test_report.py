@@ -199,3 +199,38 @@ def test_a_summary_cut_short_marks_the_run_unfinished(tmp_path):
     run = fake_run(tmp_path / "run", "psg", [0.5, 0.4], [0.1, 0.2], [1.0, 1.0])
     (run / "summary.json").write_text('{"name": "x", "epo')
     assert table_row(load_run(run))["finished"] is False
+
+
+def test_a_diverged_run_logged_as_strict_json_reports(tmp_path):
+    """``train`` writes a NaN loss or metric as null (strict JSON): the report reads it as not-a-number,
+    keeps the best of the real values, and its table says so."""
+    run = fake_run(tmp_path / "run", "psg", [0.5, 0.4, 0.3], [0.1, 0.2, 0.15], [1.0, 1.0, 1.0])
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()[:3]]
+    rows[2]["loss"], rows[1]["val_map"] = None, None
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    loaded = load_run(run)
+    assert np.isnan(loaded["metrics"][2]["loss"])
+    row = table_row(loaded)
+    assert (row["best_val"], row["best_epoch"]) == (0.15, 3) and np.isnan(row["final_loss"])
+    assert main(["report", str(run), "--out", str(tmp_path / "rep")]) == 0
+    line = (tmp_path / "rep" / "summary.md").read_text().splitlines()[2]
+    assert line.startswith("| run | psg | egcn_o | 4 | 3 | nan | 0.1500 (3) | 0.0750 |"), line
+
+
+def test_a_report_that_fails_half_way_leaves_no_folder(tmp_path, capsys, monkeypatch):
+    """A write failing after the first plot (a full disk): one error line, and neither the plots written
+    before it nor the new folder remain."""
+    from dygnex_jax import report
+
+    a = fake_run(tmp_path / "a", "psg", [0.5, 0.4], [0.1, 0.2], [1.0, 1.0])
+    b = fake_run(tmp_path / "b", "dygnex_g", [0.5, 0.4], [0.1, 0.2], [1.0, 1.0])
+
+    def full(runs, path):
+        raise OSError(28, "No space left on device", str(path))
+
+    monkeypatch.setattr(report, "plot_epoch_times", full)
+    out = tmp_path / "new" / "rep"
+    assert main(["report", str(a), str(b), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ") and "No space left" in err, err
+    assert not (tmp_path / "new").exists()

@@ -22,13 +22,12 @@ Table 2) with a verdict, the epochs and the wall seconds per run. Bad arguments:
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from dygnex_jax.config import load_config
 from dygnex_jax.errors import ArgumentParser, UserError, run_tool
-from dygnex_jax.files import atomic_write_text
+from dygnex_jax.files import atomic_write_text, json_text, staged
 from dygnex_jax.research import reproduce
 from dygnex_jax.runlog import check_out_path
 
@@ -104,8 +103,9 @@ def report(out: Path) -> None:
         [r for r in map(reproduce.run_result, reproduce.folder_runs(out)) if r is not None]
     )
     text = reproduce.markdown(rows)
-    for name, body in (("reproduce.json", json.dumps(rows, indent=2)), ("reproduce.md", text)):
-        atomic_write_text(out / name, body)
+    with staged():  # both or neither
+        for name, body in (("reproduce.json", json_text(rows, indent=2)), ("reproduce.md", text)):
+            atomic_write_text(out / name, body)
     print(text, flush=True)
 
 

@@ -38,6 +38,7 @@ from ..data import datasets
 from ..data.windows import WindowSet
 from ..errors import UserError
 from ..evaluation import evaluate_link_windows
+from ..files import atomic_write_text, json_text
 from ..schedule import schedule
 
 LAYOUTS = ("full", "packed")
@@ -248,13 +249,15 @@ def _worker(rank: int, world: int, config: Config, out: str, port: int, threads:
             dist.barrier()
         if rank == 0:
             history.append(row)
-            metrics.write(json.dumps(row) + "\n")
+            metrics.write(json_text(row) + "\n")
             metrics.flush()
             evals = f"  val MAP {row['val_map']:.4f}" if "val_map" in row else ""
             print(f"epoch {epoch}  loss {row['loss']:.4f}{evals}  {row['epoch_seconds']:.2f}s", flush=True)
     if rank == 0:
         metrics.close()
-        (out_dir / "summary.json").write_text(json.dumps(summarize(config, runner, history, world), indent=2))
+        atomic_write_text(
+            out_dir / "summary.json", json_text(summarize(config, runner, history, world), indent=2)
+        )
     if world > 1:
         dist.destroy_process_group()
 
