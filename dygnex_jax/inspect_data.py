@@ -125,6 +125,9 @@ def inspect(config: Config) -> dict:
         "empty_snapshots": [int(i) for i in empty],
         "suggestion": suggest_aggr_time(graph, table["edges"], config.data.window),
         "per_snapshot": {k: v.tolist() for k, v in table.items()},
+        "read": {
+            k: graph.info[k] for k in ("columns", "node_names", "bipartite", "dates") if k in graph.info
+        },
     }
 
 
@@ -146,6 +149,11 @@ def print_report(result: dict, rows: int = 12, log=print) -> None:
         f"{result['dataset']}: {result['nodes']} nodes, {result['snapshots']} snapshots, edges per snapshot "
         f"min {edges.min() if t else 0} / median {np.median(edges) if t else 0:.0f} / max {edges.max() if t else 0}"
     )
+    read = result.get("read") or {}
+    if "columns" in read:
+        said = (("node_names", "node names"), ("bipartite", "users and items apart"), ("dates", "ISO dates"))
+        flags = [say for f, say in said if read.get(f)]
+        log(f"columns {read['columns']}" + (f" ({', '.join(flags)})" if flags else ""))
     w = result["windows"]
     log(
         f"windows (W={result['window']}, task {result['task']}): train/val/test {w['train']}/{w['val']}/{w['test']}"

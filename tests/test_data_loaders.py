@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from dygnex_jax.config import DataConfig
-from dygnex_jax.data import datasets, download, loaders, synthetic
+from dygnex_jax.data import datasets, download, edge_file, loaders, synthetic
 from dygnex_jax.errors import UserError
 
 
@@ -59,7 +59,7 @@ src dst time
 
 def stream_graph(tmp_path, gz=False, **kw):
     path = write(tmp_path / "edges.txt", STREAM, gz)
-    src, dst, w, t = loaders.read_edge_stream(path)
+    src, dst, w, t = edge_file.read_edge_stream(path)
     return loaders.edge_stream_to_graph(src, dst, w, t, **kw)
 
 
@@ -94,7 +94,7 @@ def test_stream_num_snapshots_and_distinct_times(tmp_path):
 def test_comma_gzip_weights_last_in_time(tmp_path):
     text = "1,2,7,20\n1,2,5,10\n2,1,-3,30\n3,1,4,5\n"  # file order != time order for pair (1,2)
     path = write(tmp_path / "w.csv.bin", text, gz=True)  # gzip detected by content, not name
-    src, dst, w, t = loaders.read_edge_stream(path)
+    src, dst, w, t = edge_file.read_edge_stream(path)
     np.testing.assert_array_equal(w, [7, 5, -3, 4])
     g = loaders.edge_stream_to_graph(src, dst, w, t, aggr_time=100, symmetric=False)
     snaps_equal(g, [[[0, 1], [1, 0], [2, 0]]])
@@ -107,7 +107,7 @@ def test_comma_gzip_weights_last_in_time(tmp_path):
 
 def test_remap_counts_ids_of_dropped_self_loops(tmp_path):
     path = write(tmp_path / "e.txt", "1000\t5 3\n999 999 4\n77 5 1\n")
-    g = loaders.edge_stream_to_graph(*loaders.read_edge_stream(path), aggr_time=10, symmetric=False)
+    g = loaders.edge_stream_to_graph(*edge_file.read_edge_stream(path), aggr_time=10, symmetric=False)
     np.testing.assert_array_equal(g.node_ids, [5, 77, 999, 1000])
     snaps_equal(g, [[[1, 0], [3, 0]]])
     assert g.info["self_loop_rows"] == 1
@@ -119,7 +119,7 @@ def test_unsorted_equals_sorted(tmp_path):
     lines = [" ".join(map(str, r)) for r in rows]
     a = write(tmp_path / "a.txt", "\n".join(lines))
     b = write(tmp_path / "b.txt", "\n".join(lines[i] for i in np.argsort(rows[:, 2], kind="stable")))
-    ga, gb = (loaders.edge_stream_to_graph(*loaders.read_edge_stream(p), aggr_time=700) for p in (a, b))
+    ga, gb = (loaders.edge_stream_to_graph(*edge_file.read_edge_stream(p), aggr_time=700) for p in (a, b))
     assert ga.num_snapshots == gb.num_snapshots == 15
     for x, y in zip(ga.snapshots, gb.snapshots, strict=True):
         np.testing.assert_array_equal(x, y)
@@ -150,7 +150,7 @@ def test_unsorted_equals_sorted(tmp_path):
 def test_stream_errors_name_problem_and_line(tmp_path, text, words):
     path = write(tmp_path / "bad.txt", text)
     with pytest.raises(UserError) as e:
-        loaders.read_edge_stream(path)
+        edge_file.read_edge_stream(path)
     msg = str(e.value)
     assert "bad.txt" in msg and "\n" not in msg
     for w in words:
@@ -159,7 +159,7 @@ def test_stream_errors_name_problem_and_line(tmp_path, text, words):
 
 def test_missing_file(tmp_path):
     with pytest.raises(UserError, match="does not exist"):
-        loaders.read_edge_stream(tmp_path / "nope.txt")
+        edge_file.read_edge_stream(tmp_path / "nope.txt")
     with pytest.raises(UserError, match="does not exist"):
         loaders.load_edge_intervals(tmp_path / "nope.csv")
 

@@ -326,7 +326,7 @@ AGGR, LO, HI = 1_200_000.0, 40, 70  # Bitcoin-OTC's snapshots 40..69 (EvolveGCN'
 def bitcoin_as_files(data_root: Path, folder: Path) -> tuple[float, float]:
     """Bitcoin-OTC's snapshots LO..HI-1 written as one file per snapshot (src dst rating time; every
     third gzip; an empty bucket an empty file) -> the (start, end) times of that range."""
-    from dygnex_jax.data.loaders import read_edge_stream
+    from dygnex_jax.data.edge_file import read_edge_stream
 
     src, dst, rating, time = read_edge_stream(data_root / "bitcoin_otc" / "soc-sign-bitcoinotc.csv.gz")
     bucket = np.floor((time - time.min()) / AGGR).astype(int)

@@ -12,7 +12,8 @@ from test_parallel import assert_trees_close, grads_on_eight_and_one
 
 from dygnex_jax.__main__ import main
 from dygnex_jax.config import DataConfig, load_config
-from dygnex_jax.data.loaders import edge_stream_to_graph, read_edge_stream
+from dygnex_jax.data.edge_file import read_edge_stream
+from dygnex_jax.data.loaders import edge_stream_to_graph
 from dygnex_jax.data.windows import WindowSet
 from dygnex_jax.evaluation import class_f1, confusion, edge_cls_metrics
 from dygnex_jax.graphs import Budget, pack_device, stack_devices, step_budget

@@ -158,52 +158,6 @@ def columns(path: str | Path, rows: list[list[str]], linenos: list[int], spec: l
     return out
 
 
-def read_edge_stream(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:
-    """Temporal edge list -> (src int64, dst int64, weight float64 or None, time float64), file order.
-
-    Rows are ``src dst time`` or ``src dst weight time`` (whitespace or comma separated; plain or gzip;
-    ``#`` / ``%`` comments, blank lines and one header line are skipped; rows may be unsorted). A header
-    naming its third column a time (``src dst time weight``) swaps the last two (``_edge_columns``).
-    """
-    text = read_text(path, "edge")
-    rows, linenos = split_rows(text, path, (3, 4), "edge")
-    if len(rows[0]) == 3:
-        _edge_columns(text, 3, path)
-        spec = [("source node id", "id"), ("target node id", "id"), ("time", "num")]
-        src, dst, time = columns(path, rows, linenos, spec)
-        return src, dst, None, time
-    spec = [("source node id", "id"), ("target node id", "id"), ("weight", "num"), ("time", "num")]
-    if _edge_columns(text, 4, path) == "time weight":
-        spec[2:] = spec[:1:-1]
-        src, dst, time, weight = columns(path, rows, linenos, spec)
-        return src, dst, weight, time
-    src, dst, weight, time = columns(path, rows, linenos, spec)
-    return src, dst, weight, time
-
-
-_TIME_NAMES = {"time", "timestamp", "ts", "t", "date", "datetime", "unixtime", "epoch", "seconds"}
-_WEIGHT_NAMES = {"weight", "w", "rating", "sign", "value", "label", "score", "count"}
-
-
-def _edge_columns(text: str, ncol: int, path) -> str:
-    """What an edge file's columns after src and dst are, by its header (the first non-comment line
-    without a number) when it names them: "time" / "weight time" (the default) / "time weight". A
-    3-column header naming a weight and no time is a ``UserError`` (its rows would be read as times)."""
-    lines = (ln.replace(",", " ").split() for ln in text.splitlines())
-    first = next((f for f in lines if f and f[0][0] not in "#%"), [])
-    names = [f.strip("\"'").lower() for f in first]
-    if len(names) != ncol or any(is_number(f) for f in first):
-        return "time" if ncol == 3 else "weight time"
-    if ncol == 3 and names[2] in _WEIGHT_NAMES:
-        raise UserError(
-            f"edge file {str(path)!r}: its header names the third column {first[2]!r}, but 3-column rows are "
-            "src dst time: add a time column (src dst weight time) or rename the header"
-        )
-    if ncol == 4 and names[2] in _TIME_NAMES and names[3] not in _TIME_NAMES:
-        return "time weight"
-    return "time" if ncol == 3 else "weight time"
-
-
 # --------------------------------------------------------------------------------------- snapshots
 
 

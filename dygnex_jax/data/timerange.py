@@ -19,8 +19,9 @@ import typing
 import numpy as np
 
 from ..errors import UserError
+from .edge_file import read_edge_file
 from .graph import DynamicGraph
-from .loaders import edge_stream_to_graph, read_edge_stream
+from .loaders import edge_stream_to_graph
 
 # The type of data.start / data.end in the config: a number or an ISO date, kept as the text written
 # (YAML reads 2004-01-01 as a date and 1000 as a number: both are taken; ``bound_text``).
@@ -110,7 +111,7 @@ def _nothing_kept(start: str, end: str, what: str, times: np.ndarray) -> UserErr
 def read_stream(path, cfg, *, aggr_time: float, name: str = "edges") -> DynamicGraph:
     """An edge stream file read, cut to ``cfg.start`` / ``cfg.end`` and bucketed from the range's start
     (``cfg``: the ``data`` section; ``aggr_time``: seconds per snapshot in effect, 0 = none)."""
-    src, dst, weight, time = read_edge_stream(path)
+    src, dst, weight, time, read = read_edge_file(path)
     lo, hi = time_range(cfg.start, cfg.end)
     span = None
     if lo is not None or hi is not None:
@@ -130,7 +131,7 @@ def read_stream(path, cfg, *, aggr_time: float, name: str = "edges") -> DynamicG
         symmetric=cfg.symmetric,
         self_loops=cfg.self_loops,
         name=name,
-        info={"file": str(path), "range": [lo, hi]},
+        info={"file": str(path), "range": [lo, hi], **read},
         span=span,
     )
 

@@ -1,0 +1,248 @@
+"""Temporal edge files (``data.dataset: edges``): which column is what, node names and dates.
+
+The columns are found one of two ways:
+
+* **a header naming them** (the first non-comment line, none of whose fields is a number): the source
+  (``src``, ``source``, ``from``, ``sender``, ``u``, ``user``, ``node1``, or a name holding one of them
+  between underscores: ``SOURCE_SUBREDDIT``, ``user_id``), the target (``dst``, ``target``, ``to``,
+  ``destination``, ``dest``, ``receiver``, ``v``, ``item``, ``node2``), the time (``time``,
+  ``timestamp``, ``ts``, ``t``, ``date``, ``datetime``, ...) and at most one weight (``weight``, ``w``,
+  ``rating``, ``sign``, ``value``, ``score``, ``count``, ``amount``), in any order; other columns are
+  skipped (JODIE's ``state_label`` and feature list, Reddit's ``POST_ID`` and ``PROPERTIES``), and rows
+  may hold more fields than the header names (JODIE's features). Fields are split as the header is: at
+  tabs if it has one, else at commas (CSV quoting), else at whitespace — so a time with a space in it
+  (``2014-01-31 16:39:58``) stays one field in a tab- or comma-separated file.
+* **by position** otherwise (``read_edge_stream``): ``src dst time`` or ``src dst weight time``,
+  whitespace and/or commas; a header naming the 3rd column a time swaps the last two (``src dst time
+  weight``).
+
+Node ids are integers, or **names** (any text: a subreddit, an account) when the first row's ids are not
+integers: then every id is a name, one vocabulary for both ends, numbered in sorted order. A header whose
+ends are named user and item (JODIE's ``user_id`` / ``item_id``) is **bipartite**: the two id spaces are
+kept apart (item ids are shifted past the users; with names, a user and an item of the same name are two
+nodes). Times are numbers, or **ISO dates** (``2014-01-31``, ``2014-01-31 16:39:58``,
+``2014-01-31T16:39:58``, a trailing ``Z``; read as UTC) turned into Unix seconds. What was read is
+returned as ``columns`` facts (``inspect`` prints them).
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import UserError
+from .loaders import columns, is_number, read_text, split_rows
+
+ROLE_WORDS = {
+    "src": {"src", "source", "from", "sender", "u", "user", "node1", "origin", "head"},
+    "dst": {"dst", "target", "to", "destination", "dest", "receiver", "v", "item", "node2", "tail"},
+    "time": {"time", "timestamp", "ts", "t", "date", "datetime", "unixtime", "epoch", "seconds", "utc"},
+    "weight": {"weight", "w", "rating", "sign", "value", "score", "count", "amount"},
+}
+_DATE = re.compile(r"^\d{4}-\d{2}(-\d{2})?([ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?Z?$")
+
+
+def _words(name: str) -> set[str]:
+    """A column name's words: lower case, split at anything not a letter or digit (``SOURCE_SUBREDDIT``
+    -> {source, subreddit})."""
+    return {w for w in re.split(r"[^0-9a-z]+", name.strip().strip("\"'").lower()) if w}
+
+
+def header_roles(names: list[str]) -> dict[str, int] | None:
+    """{role: column index} for a header naming one source, one target and one time column (a weight
+    optional); None when it does not (an unnamed or doubly named role: read by position)."""
+    found: dict[str, list[int]] = {role: [] for role in ROLE_WORDS}
+    for j, name in enumerate(names):
+        words = _words(name)
+        hits = [role for role, vocab in ROLE_WORDS.items() if words & vocab]
+        if len(hits) == 1:
+            found[hits[0]].append(j)
+    if any(len(found[r]) != 1 for r in ("src", "dst", "time")) or len(found["weight"]) > 1:
+        return None
+    return {role: idx[0] for role, idx in found.items() if idx}
+
+
+def _header(text: str) -> tuple[int, str] | None:
+    """(0-based line index, text) of the file's header line, None when its first data line has a number."""
+    for i, line in enumerate(text.splitlines()):
+        stripped = line.strip()
+        if not stripped or stripped[0] in "#%":
+            continue
+        fields = stripped.replace(",", " ").replace('"', " ").split()
+        return None if any(is_number(f) for f in fields) else (i, line)
+    return None
+
+
+def _check_positional(text: str, path) -> None:
+    """A file read by position whose first data row is not 3 or 4 fields: a ``UserError`` that says a header
+    can name the columns (``split_rows`` checks the rest)."""
+    for i, line in enumerate(text.splitlines()):
+        fields = line.replace(",", " ").replace('"', " ").split()
+        if fields and fields[0][0] not in "#%" and any(is_number(f) for f in fields):
+            if len(fields) not in (3, 4):
+                raise UserError(
+                    f"{str(path)!r} line {i + 1}: {len(fields)} columns, expected src dst [weight] time: fix the "
+                    "row format, or name the columns in a header line (src, dst, time, an optional weight; "
+                    "other columns are skipped)"
+                )
+            return
+
+
+def _split(line: str, delim: str | None, keep: int) -> list[str]:
+    """The first ``keep`` fields of ``line`` (more fields are not split off)."""
+    if delim is None:
+        return line.split(None, keep)[:keep]
+    return [f.strip() for f in line.split(delim, keep)[:keep]]
+
+
+def _named_rows(text: str, start: int, delim: str | None, keep: int) -> tuple[list[list[str]], list[int]]:
+    """Data rows after the header (line ``start``): their first ``keep`` fields and 1-based line numbers."""
+    lines = text.splitlines()
+    numbered = [
+        (i + 1, line)
+        for i, line in enumerate(lines[start + 1 :], start + 1)
+        if line.strip() and line.lstrip()[0] not in "#%"
+    ]
+    if delim is not None and '"' in text:  # CSV quoting: a quoted field may hold the delimiter
+        parsed = csv.reader((line for _, line in numbered), delimiter=delim, skipinitialspace=True)
+        rows = [[f.strip() for f in row[:keep]] for row in parsed]
+    else:
+        rows = [_split(line, delim, keep) for _, line in numbered]
+    return rows, [n for n, _ in numbered]
+
+
+def _ids(path, src: list[str], dst: list[str], linenos: list[int], bipartite: bool):
+    """(src, dst) int64 ids: integers as written, or names numbered in sorted order (module doc)."""
+    if src[0].lstrip("+-").isdigit() and dst[0].lstrip("+-").isdigit():
+        spec = [("source node id", "id"), ("target node id", "id")]
+        s, d = columns(path, [list(p) for p in zip(src, dst)], linenos, spec)
+        if bipartite:
+            d = d - int(d.min()) + int(s.max()) + 1  # items after the users
+        return s, d, False
+    if bipartite:
+        names, codes = np.unique(
+            np.concatenate([["u" + x for x in src], ["i" + x for x in dst]]), return_inverse=True
+        )
+    else:
+        names, codes = np.unique(np.asarray(src + dst, dtype=str), return_inverse=True)
+    codes = codes.astype(np.int64)
+    return codes[: len(src)], codes[len(src) :], True
+
+
+def _times(path, tokens: list[str], linenos: list[int]) -> tuple[np.ndarray, bool]:
+    """Times as float64 Unix seconds (numbers as written, ISO dates as UTC), and whether they were dates."""
+    if not _DATE.match(tokens[0]):
+        return columns(path, [[t] for t in tokens], linenos, [("time", "num")])[0], False
+    bad = next((k for k, t in enumerate(tokens) if not _DATE.match(t)), None)
+    if bad is not None:
+        raise UserError(
+            f"{str(path)!r} line {linenos[bad]}: time {tokens[bad]!r} is not an ISO date like the rows before it "
+            "(2014-01-31 or 2014-01-31T16:39:58): fix or remove the row"
+        )
+    try:
+        seconds = np.array([t.rstrip("Z") for t in tokens], dtype="datetime64[s]").astype(np.int64)
+    except ValueError:
+        k = next(k for k, t in enumerate(tokens) if not _valid_date(t))
+        raise UserError(
+            f"{str(path)!r} line {linenos[k]}: time {tokens[k]!r} is not a calendar date: fix or remove the row"
+        ) from None
+    return seconds.astype(np.float64), True
+
+
+def _valid_date(token: str) -> bool:
+    try:
+        np.datetime64(token.rstrip("Z"), "s")
+    except ValueError:
+        return False
+    return True
+
+
+def read_edge_stream(
+    path: str | Path, text: str | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:
+    """Temporal edge list -> (src int64, dst int64, weight float64 or None, time float64), file order.
+
+    Rows are ``src dst time`` or ``src dst weight time`` (whitespace or comma separated; plain or gzip;
+    ``#`` / ``%`` comments, blank lines and one header line are skipped; rows may be unsorted). A header
+    naming its third column a time (``src dst time weight``) swaps the last two (``_edge_columns``).
+    ``text``: the file's text when already read.
+    """
+    text = read_text(path, "edge") if text is None else text
+    rows, linenos = split_rows(text, path, (3, 4), "edge")
+    if len(rows[0]) == 3:
+        _edge_columns(text, 3, path)
+        spec = [("source node id", "id"), ("target node id", "id"), ("time", "num")]
+        src, dst, time = columns(path, rows, linenos, spec)
+        return src, dst, None, time
+    spec = [("source node id", "id"), ("target node id", "id"), ("weight", "num"), ("time", "num")]
+    if _edge_columns(text, 4, path) == "time weight":
+        spec[2:] = spec[:1:-1]
+        src, dst, time, weight = columns(path, rows, linenos, spec)
+        return src, dst, weight, time
+    src, dst, weight, time = columns(path, rows, linenos, spec)
+    return src, dst, weight, time
+
+
+_TIME_NAMES = {"time", "timestamp", "ts", "t", "date", "datetime", "unixtime", "epoch", "seconds"}
+_WEIGHT_NAMES = {"weight", "w", "rating", "sign", "value", "label", "score", "count"}
+
+
+def _edge_columns(text: str, ncol: int, path) -> str:
+    """What an edge file's columns after src and dst are, by its header (the first non-comment line
+    without a number) when it names them: "time" / "weight time" (the default) / "time weight". A
+    3-column header naming a weight and no time is a ``UserError`` (its rows would be read as times)."""
+    lines = (ln.replace(",", " ").split() for ln in text.splitlines())
+    first = next((f for f in lines if f and f[0][0] not in "#%"), [])
+    names = [f.strip("\"'").lower() for f in first]
+    if len(names) != ncol or any(is_number(f) for f in first):
+        return "time" if ncol == 3 else "weight time"
+    if ncol == 3 and names[2] in _WEIGHT_NAMES:
+        raise UserError(
+            f"edge file {str(path)!r}: its header names the third column {first[2]!r}, but 3-column rows are "
+            "src dst time: add a time column (src dst weight time) or rename the header"
+        )
+    if ncol == 4 and names[2] in _TIME_NAMES and names[3] not in _TIME_NAMES:
+        return "time weight"
+    return "time" if ncol == 3 else "weight time"
+
+
+def read_edge_file(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray, dict]:
+    """An edge file -> (src int64, dst int64, weight float64 or None, time float64, facts), file order;
+    ``facts["columns"]`` says how its columns were read (module doc)."""
+    text = read_text(path, "edge")
+    head = _header(text)
+    delim = None if head is None else "\t" if "\t" in head[1] else "," if "," in head[1] else None
+    names = [] if head is None else _split(head[1], delim, len(head[1]) + 1)
+    roles = header_roles(names) if head else None
+    if roles is None:
+        _check_positional(text, path)
+        src, dst, weight, time = read_edge_stream(path, text)
+        return src, dst, weight, time, {"columns": "by position"}
+    keep = max(roles.values()) + 1
+    rows, linenos = _named_rows(text, head[0], delim, keep)
+    if not rows:
+        raise UserError(f"edge file {str(path)!r} is empty (no data rows): give a file with rows")
+    short = next(
+        (k for k, r in enumerate(rows) if len(r) < keep or not all(r[j] for j in roles.values())), None
+    )
+    if short is not None:
+        raise UserError(
+            f"{str(path)!r} line {linenos[short]}: {len(rows[short])} fields, but the header puts "
+            f"{names[keep - 1].strip()!r} in column {keep}: fix the row"
+        )
+    field = {role: [r[j] for r in rows] for role, j in roles.items()}
+    bipartite = "user" in _words(names[roles["src"]]) and "item" in _words(names[roles["dst"]])
+    src, dst, named = _ids(path, field["src"], field["dst"], linenos, bipartite)
+    time, dated = _times(path, field["time"], linenos)
+    weight = None
+    if "weight" in roles:
+        weight = columns(path, [[w] for w in field["weight"]], linenos, [("weight", "num")])[0]
+    read = ", ".join(f"{names[j].strip()} -> {role}" for role, j in sorted(roles.items(), key=lambda x: x[1]))
+    facts = {"columns": f"by header: {read}"}
+    facts.update(
+        {k: True for k, v in (("node_names", named), ("bipartite", bipartite), ("dates", dated)) if v}
+    )
+    return src, dst, weight, time, facts
