@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from helpers import SMALL, make_trainer, smoke_run
 
-from dygnex_jax import plan
+from dygnex_jax import plan, plan_search
 from dygnex_jax.data.datasets import load_dataset
 from dygnex_jax.data.node_windows import task_windows
 from dygnex_jax.schedule.base import REPEATED, repeated
@@ -130,7 +130,7 @@ def test_a_repeated_plan_pays_its_steps_exactly_and_repeats_past_the_planned_epo
     """When the plan repeats one epoch's steps (forced here: a margin that keeps every later candidate),
     every planned epoch has the same needs, the budgets hold them, an epoch past the planned ones runs the
     same steps in its own order, and training pays only planned budgets: nothing compiled on demand."""
-    monkeypatch.setattr(plan, "COMPOSE_MARGIN", -1.0)
+    monkeypatch.setattr(plan_search, "COMPOSE_MARGIN", -1.0)
     tr = make("train.batch_size=6", "train.epochs=4", "parallel.plan_epochs=2", "parallel.compile_steps=0")
     budgets = tr.plan_budgets()
     base = tr.schedules[REPEATED]
