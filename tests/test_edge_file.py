@@ -122,6 +122,7 @@ def test_header_roles(names, roles):
         ("src,dst,time\n1,2,5\nalice,3,6\n", ["line 3", "'alice'", "not an integer"]),
         ("1,2,5,0,0.1,0.2\n", ["line 1", "6 columns", "name the columns in a header line"]),
         ("src,dst,time\n", ["empty"]),
+        ("src,dst,time,w\n1,2,5,1\n3,,6,1\n", ["line 3", "'dst' field is empty"]),
     ],
 )
 def test_bad_rows_are_one_line_naming_them(tmp_path, text, words):

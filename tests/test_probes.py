@@ -14,6 +14,7 @@ and silent wrong results at 0. ``was`` records what each case did before the fix
 from __future__ import annotations
 
 import collections
+import datetime
 import gzip
 import os
 import sys
@@ -220,6 +221,9 @@ PROBES = [
             ("negative_ids", "ref", "ok"),
             ("time_weight_header", "weighted", "silent"),
             ("weight_time_header", "weighted", "ok"),
+            ("tgb_order", "weighted", "silent"),  # TGB's ts,src,dst,w: read by position before
+            ("extra_columns", "ref", "error"),  # JODIE-style label and feature columns
+            ("iso_dates", "ref", "error"),  # 1970-01-01T00:16:40 is Unix second 1000
         ]
     ),
     # --- edge files that are not -------------------------------------------------------------------
@@ -231,6 +235,13 @@ PROBES = [
     Probe("edges-one-time", E + "{same_time}", "error", "1 snapshot(s)"),
     Probe("edges-float-id", E + "{float_id}", "error", "is not an integer"),
     Probe("edges-id-overflow", E + "{big_id}", "error", "is outside the 64-bit range"),
+    Probe(
+        "edges-header-short-row",
+        E + "{header_short}",
+        "error",
+        "2 fields, but the header puts 'time' in column 3",
+    ),
+    Probe("edges-bad-date", E + "{bad_date}", "error", "'2014-02-30' is not a calendar date"),
     Probe("edges-two-columns", E + "{two_cols}", "error", "2 columns, expected src dst [weight] time"),
     Probe("edges-five-columns", E + "{five_cols}", "error", "5 columns, expected src dst [weight] time"),
     Probe("edges-mixed-columns", E + "{mixed_cols}", "error", "wrong column count"),
@@ -356,6 +367,16 @@ def _probe_texts() -> dict[str, str | bytes]:
         "float_id": ref + "1 2.5 20\n",
         "big_id": ref + "99999999999999999999 2 20\n",
         "two_cols": "1 2\n2 3\n",
+        "tgb_order": "ts,src,dst,w\n" + "".join(f"{t},{u},{v},{w}\n" for u, v, w, t in _rows(weighted=True)),
+        "extra_columns": "src,dst,time,label,f1,f2\n"
+        + "".join(f"{u},{v},{t},0,0.5,0.25\n" for u, v, t in _rows()),
+        "iso_dates": "src,dst,time\n"
+        + "".join(
+            f"{u},{v},{datetime.datetime.fromtimestamp(int(t), datetime.UTC):%Y-%m-%dT%H:%M:%S}\n"
+            for u, v, t in _rows()
+        ),
+        "header_short": "src,dst,time,label\n1,2,1000,0\n3,4\n",
+        "bad_date": "src,dst,date\n1,2,2014-01-31\n2,3,2014-02-30\n",
         "five_cols": "1 2 3 4 5\n",
         "mixed_cols": ref + "4 5\n",
         "latin1_row": ref.encode() + "1 2\xe9 3\n".encode("latin-1"),

@@ -225,13 +225,17 @@ def read_edge_file(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray
     rows, linenos = _named_rows(text, head[0], delim, keep)
     if not rows:
         raise UserError(f"edge file {str(path)!r} is empty (no data rows): give a file with rows")
-    short = next(
-        (k for k, r in enumerate(rows) if len(r) < keep or not all(r[j] for j in roles.values())), None
-    )
+    short = next((k for k, r in enumerate(rows) if len(r) < keep), None)
     if short is not None:
         raise UserError(
             f"{str(path)!r} line {linenos[short]}: {len(rows[short])} fields, but the header puts "
             f"{names[keep - 1].strip()!r} in column {keep}: fix the row"
+        )
+    empty = next(((k, j) for k, r in enumerate(rows) for j in roles.values() if not r[j]), None)
+    if empty is not None:
+        raise UserError(
+            f"{str(path)!r} line {linenos[empty[0]]}: its {names[empty[1]].strip()!r} field is empty: fix or "
+            "remove the row"
         )
     field = {role: [r[j] for r in rows] for role, j in roles.items()}
     bipartite = "user" in _words(names[roles["src"]]) and "item" in _words(names[roles["dst"]])
