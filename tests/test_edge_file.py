@@ -156,3 +156,16 @@ def test_a_named_file_trains_end_to_end(tmp_path):
     ]
     summary = train_and_evaluate(load_config(smoke, sets), tmp_path / "run", stream=io.StringIO())
     assert np.isfinite(summary["final"]["loss"])
+
+
+def test_names_and_dates_without_a_header(tmp_path):
+    """Read by position, ids may still be names and times ISO dates: the same graph as their numbers."""
+    names = [f"acct{k:02d}" for k in range(40)]  # sorted order = k
+    start = EPOCH.timestamp()
+    named = "".join(
+        f"{names[u]} {names[i + 20]} {EPOCH + datetime.timedelta(seconds=t):%Y-%m-%d}\n" for u, i, t in ROWS
+    )
+    plain = "".join(f"{u} {i + 20} {start + 86400 * (t // 86400)}\n" for u, i, t in ROWS)
+    got = _graph(tmp_path, "named.txt", named)
+    _same_graph(got, _graph(tmp_path, "plain.txt", plain))
+    assert got.info["columns"] == "by position" and got.info["node_names"] and got.info["dates"]

@@ -114,11 +114,25 @@ def _named_rows(text: str, start: int, delim: str | None, keep: int) -> tuple[li
     return rows, [n for n, _ in numbered]
 
 
+def _convert(path, tokens: list[str], linenos: list[int], name: str, kind: str) -> np.ndarray:
+    """One column as int64 (``kind`` "id") or finite float64 ("num"); a bad token is ``loaders.columns``'s
+    one-line error naming its line."""
+    try:
+        col = np.array(tokens, dtype=np.int64 if kind == "id" else np.float64)
+        if kind == "id" or np.isfinite(col).all():
+            return col
+    except (ValueError, OverflowError):
+        pass
+    return columns(path, [[t] for t in tokens], linenos, [(name, kind)])[0]
+
+
 def _ids(path, src: list[str], dst: list[str], linenos: list[int], bipartite: bool):
     """(src, dst) int64 ids: integers as written, or names numbered in sorted order (module doc)."""
     if src[0].lstrip("+-").isdigit() and dst[0].lstrip("+-").isdigit():
-        spec = [("source node id", "id"), ("target node id", "id")]
-        s, d = columns(path, [list(p) for p in zip(src, dst)], linenos, spec)
+        s, d = (
+            _convert(path, t, linenos, name, "id")
+            for t, name in ((src, "source node id"), (dst, "target node id"))
+        )
         if bipartite:
             d = d - int(d.min()) + int(s.max()) + 1  # items after the users
         return s, d, False
@@ -135,7 +149,7 @@ def _ids(path, src: list[str], dst: list[str], linenos: list[int], bipartite: bo
 def _times(path, tokens: list[str], linenos: list[int]) -> tuple[np.ndarray, bool]:
     """Times as float64 Unix seconds (numbers as written, ISO dates as UTC), and whether they were dates."""
     if not _DATE.match(tokens[0]):
-        return columns(path, [[t] for t in tokens], linenos, [("time", "num")])[0], False
+        return _convert(path, tokens, linenos, "time", "num"), False
     bad = next((k for k, t in enumerate(tokens) if not _DATE.match(t)), None)
     if bad is not None:
         raise UserError(
@@ -163,27 +177,32 @@ def _valid_date(token: str) -> bool:
 def read_edge_stream(
     path: str | Path, text: str | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:
-    """Temporal edge list -> (src int64, dst int64, weight float64 or None, time float64), file order.
+    """Temporal edge list read by position -> (src int64, dst int64, weight float64 or None, time float64),
+    file order.
 
     Rows are ``src dst time`` or ``src dst weight time`` (whitespace or comma separated; plain or gzip;
     ``#`` / ``%`` comments, blank lines and one header line are skipped; rows may be unsorted). A header
     naming its third column a time (``src dst time weight``) swaps the last two (``_edge_columns``).
-    ``text``: the file's text when already read.
+    Ids may be names and times ISO dates (module doc). ``text``: the file's text when already read.
     """
-    text = read_text(path, "edge") if text is None else text
+    return _positional(read_text(path, "edge") if text is None else text, path)[:4]
+
+
+def _positional(text: str, path) -> tuple:
+    """``read_edge_stream``'s columns, and whether the ids were names and the times dates."""
     rows, linenos = split_rows(text, path, (3, 4), "edge")
-    if len(rows[0]) == 3:
-        _edge_columns(text, 3, path)
-        spec = [("source node id", "id"), ("target node id", "id"), ("time", "num")]
-        src, dst, time = columns(path, rows, linenos, spec)
-        return src, dst, None, time
-    spec = [("source node id", "id"), ("target node id", "id"), ("weight", "num"), ("time", "num")]
-    if _edge_columns(text, 4, path) == "time weight":
-        spec[2:] = spec[:1:-1]
-        src, dst, time, weight = columns(path, rows, linenos, spec)
-        return src, dst, weight, time
-    src, dst, weight, time = columns(path, rows, linenos, spec)
-    return src, dst, weight, time
+    kinds = ["time"] if len(rows[0]) == 3 else ["weight", "time"]
+    if _edge_columns(text, len(rows[0]), path) == "time weight":
+        kinds = ["time", "weight"]
+    src, dst, named = _ids(path, [r[0] for r in rows], [r[1] for r in rows], linenos, False)
+    got = {}
+    for j, kind in enumerate(kinds, 2):
+        tokens = [r[j] for r in rows]
+        if kind == "time":
+            got["time"], dated = _times(path, tokens, linenos)
+        else:
+            got["weight"] = _convert(path, tokens, linenos, "weight", "num")
+    return src, dst, got.get("weight"), got["time"], named, dated
 
 
 _TIME_NAMES = {"time", "timestamp", "ts", "t", "date", "datetime", "unixtime", "epoch", "seconds"}
@@ -219,8 +238,9 @@ def read_edge_file(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray
     roles = header_roles(names) if head else None
     if roles is None:
         _check_positional(text, path)
-        src, dst, weight, time = read_edge_stream(path, text)
-        return src, dst, weight, time, {"columns": "by position"}
+        src, dst, weight, time, named, dated = _positional(text, path)
+        flags = {k: True for k, v in (("node_names", named), ("dates", dated)) if v}
+        return src, dst, weight, time, {"columns": "by position", **flags}
     keep = max(roles.values()) + 1
     rows, linenos = _named_rows(text, head[0], delim, keep)
     if not rows:
@@ -243,7 +263,7 @@ def read_edge_file(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray
     time, dated = _times(path, field["time"], linenos)
     weight = None
     if "weight" in roles:
-        weight = columns(path, [[w] for w in field["weight"]], linenos, [("weight", "num")])[0]
+        weight = _convert(path, field["weight"], linenos, "weight", "num")
     read = ", ".join(f"{names[j].strip()} -> {role}" for role, j in sorted(roles.items(), key=lambda x: x[1]))
     facts = {"columns": f"by header: {read}"}
     facts.update(
