@@ -25,7 +25,7 @@ EPOCH = datetime.datetime(2014, 1, 1, tzinfo=datetime.UTC)
 def _graph(tmp_path, name: str, text: str, **data):
     path = tmp_path / name
     path.write_text(text)
-    cfg = DataConfig(dataset="edges", path=str(path), num_snapshots=12, **data)
+    cfg = DataConfig(**{"dataset": "edges", "path": str(path), "num_snapshots": 12, **data})
     return load_dataset(cfg)
 
 
@@ -169,3 +169,40 @@ def test_names_and_dates_without_a_header(tmp_path):
     got = _graph(tmp_path, "named.txt", named)
     _same_graph(got, _graph(tmp_path, "plain.txt", plain))
     assert got.info["columns"] == "by position" and got.info["node_names"] and got.info["dates"]
+
+
+def test_named_nodes_keep_their_names(tmp_path):
+    """node_ids[i] is node i's id in the file: its name; bipartite names are marked user / item."""
+    g = _graph(tmp_path, "n.csv", "src,dst,time\nbob,alice,1\nalice,carol,2\ncarol,bob,3\n", num_snapshots=0)
+    assert g.node_ids.tolist() == ["alice", "bob", "carol"]
+    text = "user_id,item_id,timestamp\nann,x,1\nbo,x,2\nann,y,3\n"
+    assert _graph(tmp_path, "b.csv", text, num_snapshots=0).node_ids.tolist() == [
+        "item:x",
+        "item:y",
+        "user:ann",
+        "user:bo",
+    ]
+
+
+def test_snapshot_files_with_node_names(tmp_path):
+    """One file per snapshot, nodes by name: a single-row file ``alice bob`` is an edge (not a header),
+    a header-only file an empty snapshot; the graph equals the integer twin, node_ids are the names."""
+    folder, twin = tmp_path / "named", tmp_path / "ints"
+    folder.mkdir(), twin.mkdir()
+    files = ["alice bob\n", "src dst\n", "bob carol\ncarol alice\n", "dave alice\n"]
+    number = {"alice": 0, "bob": 1, "carol": 2, "dave": 3}
+    for t, text in enumerate(files):
+        (folder / f"day{t}.txt").write_text(text)
+        ints = "".join(
+            f"{number[a]} {number[b]}\n" for a, b in (ln.split() for ln in text.splitlines()) if a in number
+        )
+        (twin / f"day{t}.txt").write_text(ints)
+    cfg = {"dataset": "snapshots", "window": 2}
+    named = load_dataset(DataConfig(**{**cfg, "path": str(folder)}))
+    plain = load_dataset(DataConfig(**{**cfg, "path": str(twin)}))
+    _same_graph(named, plain)
+    assert [len(s) for s in named.snapshots] == [2, 0, 4, 2]  # symmetric
+    assert named.node_ids.tolist() == ["alice", "bob", "carol", "dave"]
+    (folder / "day4.txt").write_text("4 5\n")
+    with pytest.raises(UserError, match="has integer node ids but .*day0.txt' has node names"):
+        load_dataset(DataConfig(**{**cfg, "path": str(folder)}))

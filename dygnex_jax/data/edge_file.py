@@ -34,21 +34,10 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import UserError
-from .loaders import columns, is_number, read_text, split_rows
+from .loaders import ROLE_WORDS, columns, is_header, is_number, read_text, split_rows, words
 
-ROLE_WORDS = {
-    "src": {"src", "source", "from", "sender", "u", "user", "node1", "origin", "head"},
-    "dst": {"dst", "target", "to", "destination", "dest", "receiver", "v", "item", "node2", "tail"},
-    "time": {"time", "timestamp", "ts", "t", "date", "datetime", "unixtime", "epoch", "seconds", "utc"},
-    "weight": {"weight", "w", "rating", "sign", "value", "score", "count", "amount"},
-}
+NAMES_KEY = "_node_names"  # read_edge_file's facts: the names behind ids 0..K-1 (timerange takes it out)
 _DATE = re.compile(r"^\d{4}-\d{2}(-\d{2})?([ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?Z?$")
-
-
-def _words(name: str) -> set[str]:
-    """A column name's words: lower case, split at anything not a letter or digit (``SOURCE_SUBREDDIT``
-    -> {source, subreddit})."""
-    return {w for w in re.split(r"[^0-9a-z]+", name.strip().strip("\"'").lower()) if w}
 
 
 def header_roles(names: list[str]) -> dict[str, int] | None:
@@ -56,8 +45,8 @@ def header_roles(names: list[str]) -> dict[str, int] | None:
     optional); None when it does not (an unnamed or doubly named role: read by position)."""
     found: dict[str, list[int]] = {role: [] for role in ROLE_WORDS}
     for j, name in enumerate(names):
-        words = _words(name)
-        hits = [role for role, vocab in ROLE_WORDS.items() if words & vocab]
+        said = words(name)
+        hits = [role for role, vocab in ROLE_WORDS.items() if said & vocab]
         if len(hits) == 1:
             found[hits[0]].append(j)
     if any(len(found[r]) != 1 for r in ("src", "dst", "time")) or len(found["weight"]) > 1:
@@ -66,14 +55,17 @@ def header_roles(names: list[str]) -> dict[str, int] | None:
 
 
 def _header(text: str) -> tuple[int, str] | None:
-    """(0-based line index, text) of the file's header line, None when its first data line has a number."""
+    """(0-based line index, text) of the file's header line (``loaders.is_header``), None without one."""
+    found = []
     for i, line in enumerate(text.splitlines()):
         stripped = line.strip()
-        if not stripped or stripped[0] in "#%":
-            continue
-        fields = stripped.replace(",", " ").replace('"', " ").split()
-        return None if any(is_number(f) for f in fields) else (i, line)
-    return None
+        if stripped and stripped[0] not in "#%":
+            found.append((i, line, stripped.replace(",", " ").replace('"', " ").split()))
+            if len(found) == 2:
+                break
+    if not found or not is_header(found[0][2], found[1][2] if len(found) > 1 else None):
+        return None
+    return found[0][0], found[0][1]
 
 
 def _check_positional(text: str, path) -> None:
@@ -127,7 +119,8 @@ def _convert(path, tokens: list[str], linenos: list[int], name: str, kind: str) 
 
 
 def _ids(path, src: list[str], dst: list[str], linenos: list[int], bipartite: bool):
-    """(src, dst) int64 ids: integers as written, or names numbered in sorted order (module doc)."""
+    """(src, dst, names): int64 ids as written (names None), or the names' numbers in sorted order and
+    the names (bipartite: ``user:NAME`` / ``item:NAME``; module doc)."""
     if src[0].lstrip("+-").isdigit() and dst[0].lstrip("+-").isdigit():
         s, d = (
             _convert(path, t, linenos, name, "id")
@@ -135,15 +128,15 @@ def _ids(path, src: list[str], dst: list[str], linenos: list[int], bipartite: bo
         )
         if bipartite:
             d = d - int(d.min()) + int(s.max()) + 1  # items after the users
-        return s, d, False
+        return s, d, None
     if bipartite:
         names, codes = np.unique(
-            np.concatenate([["u" + x for x in src], ["i" + x for x in dst]]), return_inverse=True
+            np.concatenate([["user:" + x for x in src], ["item:" + x for x in dst]]), return_inverse=True
         )
     else:
         names, codes = np.unique(np.asarray(src + dst, dtype=str), return_inverse=True)
     codes = codes.astype(np.int64)
-    return codes[: len(src)], codes[len(src) :], True
+    return codes[: len(src)], codes[len(src) :], names
 
 
 def _times(path, tokens: list[str], linenos: list[int]) -> tuple[np.ndarray, bool]:
@@ -228,9 +221,15 @@ def _edge_columns(text: str, ncol: int, path) -> str:
     return "time" if ncol == 3 else "weight time"
 
 
+def _names(names) -> dict:
+    """The facts entry that carries node names to the graph (``NAMES_KEY``; not a fact to print)."""
+    return {} if names is None else {NAMES_KEY: names}
+
+
 def read_edge_file(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray, dict]:
     """An edge file -> (src int64, dst int64, weight float64 or None, time float64, facts), file order;
-    ``facts["columns"]`` says how its columns were read (module doc)."""
+    ``facts["columns"]`` says how its columns were read (module doc); with node names,
+    ``facts[NAMES_KEY]`` holds them (id k is ``names[k]``)."""
     text = read_text(path, "edge")
     head = _header(text)
     delim = None if head is None else "\t" if "\t" in head[1] else "," if "," in head[1] else None
@@ -239,8 +238,8 @@ def read_edge_file(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray
     if roles is None:
         _check_positional(text, path)
         src, dst, weight, time, named, dated = _positional(text, path)
-        flags = {k: True for k, v in (("node_names", named), ("dates", dated)) if v}
-        return src, dst, weight, time, {"columns": "by position", **flags}
+        flags = {k: True for k, v in (("node_names", named is not None), ("dates", dated)) if v}
+        return src, dst, weight, time, {"columns": "by position", **flags, **_names(named)}
     keep = max(roles.values()) + 1
     rows, linenos = _named_rows(text, head[0], delim, keep)
     if not rows:
@@ -258,7 +257,7 @@ def read_edge_file(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray
             "remove the row"
         )
     field = {role: [r[j] for r in rows] for role, j in roles.items()}
-    bipartite = "user" in _words(names[roles["src"]]) and "item" in _words(names[roles["dst"]])
+    bipartite = "user" in words(names[roles["src"]]) and "item" in words(names[roles["dst"]])
     src, dst, named = _ids(path, field["src"], field["dst"], linenos, bipartite)
     time, dated = _times(path, field["time"], linenos)
     weight = None
@@ -267,6 +266,10 @@ def read_edge_file(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray
     read = ", ".join(f"{names[j].strip()} -> {role}" for role, j in sorted(roles.items(), key=lambda x: x[1]))
     facts = {"columns": f"by header: {read}"}
     facts.update(
-        {k: True for k, v in (("node_names", named), ("bipartite", bipartite), ("dates", dated)) if v}
+        {
+            k: True
+            for k, v in (("node_names", named is not None), ("bipartite", bipartite), ("dates", dated))
+            if v
+        }
     )
-    return src, dst, weight, time, facts
+    return src, dst, weight, time, {**facts, **_names(named)}

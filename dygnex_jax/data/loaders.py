@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import itertools
+import re
 import zlib
 from pathlib import Path
 
@@ -66,6 +67,34 @@ def is_number(token: str) -> bool:
     return True
 
 
+# The words a header's column names are made of (``words``): data/edge_file.py reads the roles from them.
+ROLE_WORDS = {
+    "src": {"src", "source", "from", "sender", "u", "user", "node1", "origin", "head"},
+    "dst": {"dst", "target", "to", "destination", "dest", "receiver", "v", "item", "node2", "tail"},
+    "time": {"time", "timestamp", "ts", "t", "date", "datetime", "unixtime", "epoch", "seconds", "utc"},
+    "weight": {"weight", "w", "rating", "sign", "value", "score", "count", "amount"},
+}
+COLUMN_WORDS = set().union(*ROLE_WORDS.values(), {"snapshot", "first", "last", "id", "node", "label", "edge"})
+
+
+def words(name: str) -> set[str]:
+    """A column name's words: lower case, split at anything not a letter or digit (``SOURCE_SUBREDDIT``
+    -> {source, subreddit})."""
+    return {w for w in re.split(r"[^0-9a-z]+", name.strip().strip("\"'").lower()) if w}
+
+
+def is_header(first: list[str], second: list[str] | None) -> bool:
+    """Whether a file's first data line (``first``, its fields; ``second``: the next data line's, None
+    if none) is a header: none of its fields is a number, and the next line has one (a header over
+    numeric rows) or its fields name columns (a header alone, or over rows of node names: ``alice bob``
+    is a row)."""
+    if any(is_number(f) for f in first):
+        return False
+    if second is not None and any(is_number(f) for f in second):
+        return True
+    return any(words(f) & COLUMN_WORDS for f in first)
+
+
 def _split_rows(path: str | Path, allowed: tuple[int, ...], what: str) -> tuple[list[list[str]], list[int]]:
     """``split_rows`` of a file's text."""
     return split_rows(read_text(path, what), path, allowed, what)
@@ -77,8 +106,9 @@ def split_rows(
     """Data rows (lists of fields) and their 1-based line numbers; comments, blanks and a header dropped.
 
     Fields are separated by whitespace and/or commas, double quotes dropped (a spreadsheet's
-    ``"8","3","1032"``; ids and times are numbers, so no field needs its quotes). A header is the first non-comment line none of
-    whose fields is a number. Every row must have the same number of fields, one of ``allowed``.
+    ``"8","3","1032"``; ids and times are numbers, so no field needs its quotes). The first non-comment
+    line is dropped when it is a header (``is_header``). Every row must have the same number of fields,
+    one of ``allowed``.
     ``path`` only names the source in error messages.
     """
     lines = text.replace(",", " ").replace('"', " ").splitlines()
@@ -87,7 +117,7 @@ def split_rows(
         for i, line in enumerate(lines)
         if (fields := line.split()) and fields[0][0] not in "#%"
     ]
-    if kept and not any(is_number(f) for f in kept[0][1]):
+    if kept and is_header(kept[0][1], kept[1][1] if len(kept) > 1 else None):
         kept = kept[1:]
     if not kept:
         raise UserError(f"{what} file {str(path)!r} is empty (no data rows): give a file with rows")

@@ -10,7 +10,9 @@
   (it only dates the snapshot: ``times[t]`` is its earliest time, else t). Every file with rows has the
   same columns. A file without data rows (empty, or comments / a header only) is an empty snapshot, so
   that a quiet day keeps its place in the series.
-* Node ids are remapped over all files together; ``data.symmetric`` / ``data.self_loops`` as for edges.
+* Node ids are remapped over all files together; they may be names (any text, the first row of each
+  file decides, every file the same way: ``node_ids`` then holds the names). ``data.symmetric`` /
+  ``data.self_loops`` as for edges.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import numpy as np
 
 from ..errors import UserError
 from .graph import DynamicGraph
-from .loaders import build_snapshots, columns, is_number, read_text, split_rows
+from .loaders import build_snapshots, columns, is_header, read_text, split_rows
 
 _COLUMNS = {
     2: ["source node id", "target node id"],
@@ -63,9 +65,14 @@ def snapshot_files(path: str) -> list[Path]:
 
 
 def _has_rows(text: str) -> bool:
-    """Whether the text has a data row by the parser's rules (comments, blanks, one header dropped)."""
-    kept = [f for line in text.replace(",", " ").splitlines() if (f := line.split()) and f[0][0] not in "#%"]
-    return len(kept) > 1 or (len(kept) == 1 and any(is_number(x) for x in kept[0]))
+    """Whether the text has a data row by the parser's rules (comments, blanks, a header dropped)."""
+    kept = []
+    for line in text.replace(",", " ").replace('"', " ").splitlines():
+        if (f := line.split()) and f[0][0] not in "#%":
+            kept.append(f)
+            if len(kept) == 2:
+                return True
+    return len(kept) == 1 and not is_header(kept[0], None)
 
 
 def read_snapshot_file(path: Path) -> list[np.ndarray] | None:
@@ -76,6 +83,17 @@ def read_snapshot_file(path: Path) -> list[np.ndarray] | None:
         return None
     rows, linenos = split_rows(text, path, tuple(_COLUMNS), "edge")
     names = _COLUMNS[len(rows[0])]
+    if not (rows[0][0].lstrip("+-").isdigit() and rows[0][1].lstrip("+-").isdigit()):  # node names
+        rest = (
+            columns(path, [r[2:] for r in rows], linenos, [(n, "num") for n in names[2:]])
+            if names[2:]
+            else []
+        )
+        return [
+            np.asarray([r[0] for r in rows], dtype=str),
+            np.asarray([r[1] for r in rows], dtype=str),
+            *rest,
+        ]
     return columns(path, rows, linenos, [(n, "id" if "node id" in n else "num") for n in names])
 
 
@@ -90,11 +108,17 @@ def load_snapshot_files(
         if cols is None:
             continue
         if first is None:
-            first = (f, len(cols))
+            first = (f, len(cols), cols[0].dtype.kind)
         elif len(cols) != first[1]:
             raise UserError(
                 f"snapshot file {str(f)!r} has {len(cols)} columns but {str(first[0])!r} has {first[1]}: "
                 "every snapshot file needs the same columns (src dst, src dst time or src dst weight time)"
+            )
+        elif (cols[0].dtype.kind == "U") != (first[2] == "U"):
+            said = {True: "node names", False: "integer node ids"}
+            raise UserError(
+                f"snapshot file {str(f)!r} has {said[cols[0].dtype.kind == 'U']} but {str(first[0])!r} has "
+                f"{said[first[2] == 'U']}: write every file's nodes one way"
             )
         parts.append((t, cols))
     num = len(files)

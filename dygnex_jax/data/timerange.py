@@ -19,7 +19,7 @@ import typing
 import numpy as np
 
 from ..errors import UserError
-from .edge_file import read_edge_file
+from .edge_file import NAMES_KEY, read_edge_file
 from .graph import DynamicGraph
 from .loaders import edge_stream_to_graph
 
@@ -112,6 +112,7 @@ def read_stream(path, cfg, *, aggr_time: float, name: str = "edges") -> DynamicG
     """An edge stream file read, cut to ``cfg.start`` / ``cfg.end`` and bucketed from the range's start
     (``cfg``: the ``data`` section; ``aggr_time``: seconds per snapshot in effect, 0 = none)."""
     src, dst, weight, time, read = read_edge_file(path)
+    names = read.pop(NAMES_KEY, None)
     lo, hi = time_range(cfg.start, cfg.end)
     span = None
     if lo is not None or hi is not None:
@@ -121,7 +122,7 @@ def read_stream(path, cfg, *, aggr_time: float, name: str = "edges") -> DynamicG
         src, dst, time = src[keep], dst[keep], time[keep]
         weight = None if weight is None else weight[keep]
         span = (float(time.min()) if lo is None else lo, float(time.max()) if hi is None else hi)
-    return edge_stream_to_graph(
+    graph = edge_stream_to_graph(
         src,
         dst,
         weight,
@@ -134,6 +135,9 @@ def read_stream(path, cfg, *, aggr_time: float, name: str = "edges") -> DynamicG
         info={"file": str(path), "range": [lo, hi], **read},
         span=span,
     )
+    if names is not None:  # the file's own names for the ids (node_ids[i] is node i's id in the file)
+        graph.node_ids = names[graph.node_ids]
+    return graph
 
 
 def select_snapshots(graph: DynamicGraph, start: str, end: str) -> DynamicGraph:
