@@ -82,6 +82,11 @@ def test_a_header_puts_the_columns_in_any_order(tmp_path):
         _graph(tmp_path, "q.csv", quoted),
         _graph(tmp_path, "p3.txt", "".join(f"{u} {i} {t}\n" for u, i, t in ROWS)),
     )
+    spaced = "time,src,dst\n" + "".join(f"{t} {u} {i}\n" for u, i, t in ROWS)  # a comma header, spaced rows
+    _same_graph(
+        _graph(tmp_path, "s.txt", spaced),
+        _graph(tmp_path, "p4.txt", "".join(f"{u} {i} {t}\n" for u, i, t in ROWS)),
+    )
 
 
 def test_iso_dates_are_utc_unix_seconds(tmp_path):

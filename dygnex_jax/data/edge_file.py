@@ -91,13 +91,16 @@ def _split(line: str, delim: str | None, keep: int) -> list[str]:
 
 
 def _named_rows(text: str, start: int, delim: str | None, keep: int) -> tuple[list[list[str]], list[int]]:
-    """Data rows after the header (line ``start``): their first ``keep`` fields and 1-based line numbers."""
+    """Data rows after the header (line ``start``): their first ``keep`` fields and 1-based line numbers;
+    split at ``delim`` (None: whitespace) unless the first row has none."""
     lines = text.splitlines()
     numbered = [
         (i + 1, line)
         for i, line in enumerate(lines[start + 1 :], start + 1)
         if line.strip() and line.lstrip()[0] not in "#%"
     ]
+    if numbered and delim is not None and delim not in numbered[0][1]:
+        delim = None  # a header with commas over whitespace-separated rows: the rows decide
     if delim is not None and '"' in text:  # CSV quoting: a quoted field may hold the delimiter
         parsed = csv.reader((line for _, line in numbered), delimiter=delim, skipinitialspace=True)
         rows = [[f.strip() for f in row[:keep]] for row in parsed]
