@@ -64,6 +64,18 @@ CASES = {
     # (a read error: /proc/self/mem reads EIO at offset 0, for root too, where chmod 000 does not bite)
     "edge-file-unreadable": (["train", "data.dataset=edges", "data.path=/proc/self/mem"], "cannot be read"),
     "edge-file-is-a-directory": (["train", "data.dataset=edges", "data.path={empty_dir}"], "is a directory"),
+    "edge-header-short-row": (
+        ["train", "data.dataset=edges", "data.path={header_short}"],
+        "line 3: 2 fields, but the header puts 'timestamp' in column 3",
+    ),
+    "edge-date-impossible": (
+        ["train", "data.dataset=edges", "data.path={bad_date}"],
+        "is not a calendar date",
+    ),
+    "snapshot-files-mixed-ids": (
+        ["train", "data.dataset=snapshots", "data.path={mixed_snaps}"],
+        "has integer node ids but",
+    ),
     "edge-header-weight-no-time": (
         ["train", "data.dataset=edges", "data.path={weight_header}"],
         "its header names the third column 'weight'",
@@ -418,6 +430,14 @@ def run_folders(d: Path) -> dict:
     }
 
 
+def _mixed_snapshots(folder) -> str:
+    """A snapshot folder whose first file names its nodes and whose second numbers them."""
+    folder.mkdir()
+    (folder / "day1.txt").write_text("alice bob\n")
+    (folder / "day2.txt").write_text("1 2\n")
+    return str(folder)
+
+
 @pytest.fixture
 def inputs(tmp_path):
     d = tmp_path / "in"
@@ -476,6 +496,9 @@ def inputs(tmp_path):
         "missing_solver": next((s for s in ("GLPK_MI", "CBC", "SCIP", "GUROBI") if s not in installed), ""),
         "a_file": write("a_file", "not a directory\n"),
         "weight_header": write("weight_header.txt", "src dst weight\n1 2 5\n2 3 4\n"),
+        "header_short": write("jodie.csv", "user_id,item_id,timestamp,state_label\n1,2,5.0,0\n3,4\n"),
+        "bad_date": write("dates.csv", "src,dst,date\n1,2,2014-01-31\n2,3,2014-02-30\n"),
+        "mixed_snaps": _mixed_snapshots(d / "mixed_snaps"),
         "bad_signal": str(d / "bad_signal"),
         "snap_bad": str(d / "snap_bad"),
         "snap_mixed": str(d / "snap_mixed"),
