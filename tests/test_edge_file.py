@@ -97,6 +97,10 @@ def test_iso_dates_are_utc_unix_seconds(tmp_path):
     want[1] = want[0] + 16 * 3600 + 39 * 60 + 58
     want[2] = want[0] + 86400
     assert time.tolist() == want and facts["dates"]
+    zoned = "src,dst,date\n1,2,2014-01-31T18:39:58+02:00\n2,3,2014-01-31T16:39:58Z\n3,1,2014-01-31 16:39:58\n"
+    (tmp_path / "z.csv").write_text(zoned)
+    *_, time, _ = read_edge_file(tmp_path / "z.csv")
+    assert time.tolist() == [want[1]] * 3  # the same moment three ways
 
 
 @pytest.mark.parametrize(

@@ -21,13 +21,16 @@ integers: then every id is a name, one vocabulary for both ends, numbered in sor
 ends are named user and item (JODIE's ``user_id`` / ``item_id``) is **bipartite**: the two id spaces are
 kept apart (item ids are shifted past the users; with names, a user and an item of the same name are two
 nodes). Times are numbers, or **ISO dates** (``2014-01-31``, ``2014-01-31 16:39:58``,
-``2014-01-31T16:39:58``, a trailing ``Z``; read as UTC) turned into Unix seconds. What was read is
+``2014-01-31T16:39:58``, a trailing ``Z`` or a UTC offset ``+02:00``; UTC unless an offset says
+otherwise) turned into whole Unix seconds. What was read is
 returned as ``columns`` facts (``inspect`` prints them).
 """
 
 from __future__ import annotations
 
 import csv
+import datetime
+import math
 import re
 from pathlib import Path
 
@@ -37,7 +40,8 @@ from ..errors import UserError
 from .loaders import ROLE_WORDS, columns, is_header, is_number, read_text, split_rows, words
 
 NAMES_KEY = "_node_names"  # read_edge_file's facts: the names behind ids 0..K-1 (timerange takes it out)
-_DATE = re.compile(r"^\d{4}-\d{2}(-\d{2})?([ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?Z?$")
+_DATE = re.compile(r"^\d{4}-\d{2}(-\d{2})?([ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$")
+_ZONE = re.compile(r"[ T].*[+-]\d{2}:?\d{2}$")  # a time with a UTC offset (+02:00)
 
 
 def header_roles(names: list[str]) -> dict[str, int] | None:
@@ -152,6 +156,8 @@ def _times(path, tokens: list[str], linenos: list[int]) -> tuple[np.ndarray, boo
             f"{str(path)!r} line {linenos[bad]}: time {tokens[bad]!r} is not an ISO date like the rows before it "
             "(2014-01-31 or 2014-01-31T16:39:58): fix or remove the row"
         )
+    if any(_ZONE.search(t) for t in tokens):
+        return _zoned(path, tokens, linenos), True
     try:
         seconds = np.array([t.rstrip("Z") for t in tokens], dtype="datetime64[s]").astype(np.int64)
     except ValueError:
@@ -160,6 +166,22 @@ def _times(path, tokens: list[str], linenos: list[int]) -> tuple[np.ndarray, boo
             f"{str(path)!r} line {linenos[k]}: time {tokens[k]!r} is not a calendar date: fix or remove the row"
         ) from None
     return seconds.astype(np.float64), True
+
+
+def _zoned(path, tokens: list[str], linenos: list[int]) -> np.ndarray:
+    """ISO dates some of which carry a UTC offset -> Unix seconds (one by one: the slow path)."""
+    out = np.empty(len(tokens), np.float64)
+    for k, t in enumerate(tokens):
+        try:
+            moment = datetime.datetime.fromisoformat(t)
+        except ValueError:
+            raise UserError(
+                f"{str(path)!r} line {linenos[k]}: time {t!r} is not a calendar date: fix or remove the row"
+            ) from None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=datetime.UTC)
+        out[k] = float(math.floor(moment.timestamp()))
+    return out
 
 
 def _valid_date(token: str) -> bool:

@@ -172,7 +172,7 @@ def columns(path: str | Path, rows: list[list[str]], linenos: list[int], spec: l
                     f"(-2**63 .. 2**63 - 1): renumber the nodes (any distinct integers will do)"
                 ) from None
             need, date = "an integer" if kind == "id" else "a number", tokens[k][4:5] == "-" == tokens[k][7:8]
-            fix = "write times as numbers (Unix seconds); dates are for data.start / data.end" if date else ""
+            fix = "write every time one way: numbers (Unix seconds) or ISO dates" if date else ""
             raise UserError(
                 f"{str(path)!r} line {linenos[k]}: {name} {tokens[k]!r} is not {need}: {fix or 'fix or remove the row'}"
             ) from None
