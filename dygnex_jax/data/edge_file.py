@@ -37,7 +37,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import UserError
-from .loaders import ROLE_WORDS, columns, is_header, is_number, read_text, split_rows, words
+from .headers import ROLE_WORDS, first_lines, integer_ids, is_header, is_number, words
+from .loaders import columns, read_text, split_rows
 
 NAMES_KEY = "_node_names"  # read_edge_file's facts: the names behind ids 0..K-1 (timerange takes it out)
 _DATE = re.compile(r"^\d{4}-\d{2}(-\d{2})?([ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$")
@@ -60,13 +61,7 @@ def header_roles(names: list[str]) -> dict[str, int] | None:
 
 def _header(text: str) -> tuple[int, str] | None:
     """(0-based line index, text) of the file's header line (``loaders.is_header``), None without one."""
-    found = []
-    for i, line in enumerate(text.splitlines()):
-        stripped = line.strip()
-        if stripped and stripped[0] not in "#%":
-            found.append((i, line, stripped.replace(",", " ").replace('"', " ").split()))
-            if len(found) == 2:
-                break
+    found = first_lines(text)
     if not found or not is_header(found[0][2], found[1][2] if len(found) > 1 else None):
         return None
     return found[0][0], found[0][1]
@@ -128,7 +123,7 @@ def _convert(path, tokens: list[str], linenos: list[int], name: str, kind: str) 
 def _ids(path, src: list[str], dst: list[str], linenos: list[int], bipartite: bool):
     """(src, dst, names): int64 ids as written (names None), or the names' numbers in sorted order and
     the names (bipartite: ``user:NAME`` / ``item:NAME``; module doc)."""
-    if src[0].lstrip("+-").isdigit() and dst[0].lstrip("+-").isdigit():
+    if integer_ids(src[0], dst[0]):
         s, d = (
             _convert(path, t, linenos, name, "id")
             for t, name in ((src, "source node id"), (dst, "target node id"))
@@ -231,8 +226,7 @@ def _edge_columns(text: str, ncol: int, path) -> str:
     """What an edge file's columns after src and dst are, by its header (the first non-comment line
     without a number) when it names them: "time" / "weight time" (the default) / "time weight". A
     3-column header naming a weight and no time is a ``UserError`` (its rows would be read as times)."""
-    lines = (ln.replace(",", " ").split() for ln in text.splitlines())
-    first = next((f for f in lines if f and f[0][0] not in "#%"), [])
+    first = next((fields for _, _, fields in first_lines(text, 1)), [])
     names = [f.strip("\"'").lower() for f in first]
     if len(names) != ncol or any(is_number(f) for f in first):
         return "time" if ncol == 3 else "weight time"
@@ -246,9 +240,15 @@ def _edge_columns(text: str, ncol: int, path) -> str:
     return "time" if ncol == 3 else "weight time"
 
 
-def _names(names) -> dict:
-    """The facts entry that carries node names to the graph (``NAMES_KEY``; not a fact to print)."""
-    return {} if names is None else {NAMES_KEY: names}
+def _facts(columns: str, names, dated: bool, bipartite: bool = False) -> dict:
+    """What ``read_edge_file`` says of a file: how its columns were read, the flags that hold (node
+    names, bipartite, dates), and the names themselves under ``NAMES_KEY`` (not a fact to print)."""
+    flags = (("node_names", names is not None), ("bipartite", bipartite), ("dates", dated))
+    return {
+        "columns": columns,
+        **{k: True for k, v in flags if v},
+        **({} if names is None else {NAMES_KEY: names}),
+    }
 
 
 def read_edge_file(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray, dict]:
@@ -263,8 +263,7 @@ def read_edge_file(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray
     if roles is None:
         _check_positional(text, path)
         src, dst, weight, time, named, dated = _positional(text, path)
-        flags = {k: True for k, v in (("node_names", named is not None), ("dates", dated)) if v}
-        return src, dst, weight, time, {"columns": "by position", **flags, **_names(named)}
+        return src, dst, weight, time, _facts("by position", named, dated)
     keep = max(roles.values()) + 1
     rows, linenos = _named_rows(text, head[0], delim, keep)
     if not rows:
@@ -289,12 +288,4 @@ def read_edge_file(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray
     if "weight" in roles:
         weight = _convert(path, field["weight"], linenos, "weight", "num")
     read = ", ".join(f"{names[j].strip()} -> {role}" for role, j in sorted(roles.items(), key=lambda x: x[1]))
-    facts = {"columns": f"by header: {read}"}
-    facts.update(
-        {
-            k: True
-            for k, v in (("node_names", named is not None), ("bipartite", bipartite), ("dates", dated))
-            if v
-        }
-    )
-    return src, dst, weight, time, {**facts, **_names(named)}
+    return src, dst, weight, time, _facts(f"by header: {read}", named, dated, bipartite)

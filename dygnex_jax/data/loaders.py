@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import gzip
 import itertools
-import re
 import zlib
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import numpy as np
 from ..errors import UserError
 from ..resources import check_snapshots, interval_rows, stream_snapshots
 from .graph import DynamicGraph
+from .headers import is_header
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _MAX_NODES = 2**31 - 1
@@ -57,42 +57,6 @@ def read_text(path: str | Path, what: str) -> str:
             "comma-separated rows (README: Data)"
         )
     return text
-
-
-def is_number(token: str) -> bool:
-    try:
-        float(token)
-    except ValueError:
-        return False
-    return True
-
-
-# The words a header's column names are made of (``words``): data/edge_file.py reads the roles from them.
-ROLE_WORDS = {
-    "src": {"src", "source", "from", "sender", "u", "user", "node1", "origin", "head"},
-    "dst": {"dst", "target", "to", "destination", "dest", "receiver", "v", "item", "node2", "tail"},
-    "time": {"time", "timestamp", "ts", "t", "date", "datetime", "unixtime", "epoch", "seconds", "utc"},
-    "weight": {"weight", "w", "rating", "sign", "value", "score", "count", "amount"},
-}
-COLUMN_WORDS = set().union(*ROLE_WORDS.values(), {"snapshot", "first", "last", "id", "node", "label", "edge"})
-
-
-def words(name: str) -> set[str]:
-    """A column name's words: lower case, split at anything not a letter or digit (``SOURCE_SUBREDDIT``
-    -> {source, subreddit})."""
-    return {w for w in re.split(r"[^0-9a-z]+", name.strip().strip("\"'").lower()) if w}
-
-
-def is_header(first: list[str], second: list[str] | None) -> bool:
-    """Whether a file's first data line (``first``, its fields; ``second``: the next data line's, None
-    if none) is a header: none of its fields is a number, and the next line has one (a header over
-    numeric rows) or its fields name columns (a header alone, or over rows of node names: ``alice bob``
-    is a row)."""
-    if any(is_number(f) for f in first):
-        return False
-    if second is not None and any(is_number(f) for f in second):
-        return True
-    return any(words(f) & COLUMN_WORDS for f in first)
 
 
 def _split_rows(path: str | Path, allowed: tuple[int, ...], what: str) -> tuple[list[list[str]], list[int]]:

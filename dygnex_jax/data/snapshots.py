@@ -25,7 +25,8 @@ import numpy as np
 
 from ..errors import UserError
 from .graph import DynamicGraph
-from .loaders import build_snapshots, columns, is_header, read_text, split_rows
+from .headers import first_lines, integer_ids, is_header
+from .loaders import build_snapshots, columns, read_text, split_rows
 
 _COLUMNS = {
     2: ["source node id", "target node id"],
@@ -66,13 +67,8 @@ def snapshot_files(path: str) -> list[Path]:
 
 def _has_rows(text: str) -> bool:
     """Whether the text has a data row by the parser's rules (comments, blanks, a header dropped)."""
-    kept = []
-    for line in text.replace(",", " ").replace('"', " ").splitlines():
-        if (f := line.split()) and f[0][0] not in "#%":
-            kept.append(f)
-            if len(kept) == 2:
-                return True
-    return len(kept) == 1 and not is_header(kept[0], None)
+    kept = first_lines(text)
+    return len(kept) == 2 or (len(kept) == 1 and not is_header(kept[0][2], None))
 
 
 def read_snapshot_file(path: Path) -> list[np.ndarray] | None:
@@ -83,7 +79,7 @@ def read_snapshot_file(path: Path) -> list[np.ndarray] | None:
         return None
     rows, linenos = split_rows(text, path, tuple(_COLUMNS), "edge")
     names = _COLUMNS[len(rows[0])]
-    if not (rows[0][0].lstrip("+-").isdigit() and rows[0][1].lstrip("+-").isdigit()):  # node names
+    if not integer_ids(rows[0][0], rows[0][1]):  # node names
         rest = (
             columns(path, [r[2:] for r in rows], linenos, [(n, "num") for n in names[2:]])
             if names[2:]

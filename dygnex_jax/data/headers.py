@@ -1,0 +1,63 @@
+"""Which line of a text edge file is a header, and what a header's column names say (no JAX).
+
+Shared by the positional reader (``loaders.split_rows``), the header-driven one (``edge_file``) and the
+snapshot-folder one (``snapshots``), so that all three tell a header from a row the same way.
+"""
+
+from __future__ import annotations
+
+import re
+
+
+def is_number(token: str) -> bool:
+    try:
+        float(token)
+    except ValueError:
+        return False
+    return True
+
+
+# The words a header's column names are made of (``words``): edge_file.py reads the roles from them.
+ROLE_WORDS = {
+    "src": {"src", "source", "from", "sender", "u", "user", "node1", "origin", "head"},
+    "dst": {"dst", "target", "to", "destination", "dest", "receiver", "v", "item", "node2", "tail"},
+    "time": {"time", "timestamp", "ts", "t", "date", "datetime", "unixtime", "epoch", "seconds", "utc"},
+    "weight": {"weight", "w", "rating", "sign", "value", "score", "count", "amount"},
+}
+COLUMN_WORDS = set().union(*ROLE_WORDS.values(), {"snapshot", "first", "last", "id", "node", "label", "edge"})
+
+
+def words(name: str) -> set[str]:
+    """A column name's words: lower case, split at anything not a letter or digit (``SOURCE_SUBREDDIT``
+    -> {source, subreddit})."""
+    return {w for w in re.split(r"[^0-9a-z]+", name.strip().strip("\"'").lower()) if w}
+
+
+def first_lines(text: str, n: int = 2) -> list[tuple[int, str, list[str]]]:
+    """The first ``n`` data lines of ``text`` — not blank, not a ``#`` / ``%`` comment, as ``split_rows``
+    tells them — as (0-based line index, the line, its fields split as ``split_rows`` splits them)."""
+    out = []
+    for i, line in enumerate(text.splitlines()):
+        fields = line.replace(",", " ").replace('"', " ").split()
+        if fields and fields[0][0] not in "#%":
+            out.append((i, line, fields))
+            if len(out) == n:
+                break
+    return out
+
+
+def integer_ids(src: str, dst: str) -> bool:
+    """Whether a file's first row numbers its nodes (two integers), else it names them."""
+    return src.lstrip("+-").isdigit() and dst.lstrip("+-").isdigit()
+
+
+def is_header(first: list[str], second: list[str] | None) -> bool:
+    """Whether a file's first data line (``first``, its fields; ``second``: the next data line's, None
+    if none) is a header: none of its fields is a number, and the next line has one (a header over
+    numeric rows) or its fields name columns (a header alone, or over rows of node names: ``alice bob``
+    is a row)."""
+    if any(is_number(f) for f in first):
+        return False
+    if second is not None and any(is_number(f) for f in second):
+        return True
+    return any(words(f) & COLUMN_WORDS for f in first)
