@@ -224,18 +224,19 @@ class ScheduleConfig:
     # Cost-ordered methods, how windows form steps: "strata" = one window from each of B cost strata
     # (a stratified random mini-batch); "rows" = B/P random rows of P equal-cost windows; "sorted" =
     # B consecutive windows of the cost order. Later ones balance better, earlier ones mix better.
-    # "auto": sorted while B/P <= 4 (few windows per device balance only when similar), else strata.
+    # "auto": planned budgets: the planner's pick (mix_margin); else sorted while B/P <= 4, else strata.
     # "chrono": B consecutive windows in time order, the steps in time order every epoch (EvolveGCN's
     # protocol; never fitted across steps): only the placement balances.
     compose: str = key("auto", choices=_COMPOSE)
-    # Cost-ordered methods under planned budgets: fit every planned epoch's steps to one budget
-    # (schedule.greedy.balance_epoch: windows swapped across the steps of an epoch so the largest
-    # (step, device) slot per column shrinks, earlier epochs' maxima as the floor; then its shrink:
-    # per-column targets lowered and the windows repaired to them); false: each step balanced alone.
+    # Planned budgets, cost-ordered methods: may fit an epoch's steps to one budget (greedy.balance_epoch:
+    # windows swapped across steps so the largest slot per column shrinks; then its shrink); false: never.
     fit_epochs: bool = True
-    # Planned budgets, cost-ordered methods: every epoch may run one planned epoch's steps in its own
-    # order (plan.py: kept when that pays > 1 % less, as varied steps need more budgets); false: never.
+    # ... may run one planned epoch's steps every epoch in an order of its own; false: never.
     repeat_steps: bool = True
+    # ... the candidate plans come in order of mixing (strata, rows, sorted; as composed, fitted, then
+    # repeated); a later one is kept only if its predicted seconds (steps on their budgets + compilations)
+    # are lower by more than this share: less mixing cost converged test MAP (plan_search.plan_run).
+    mix_margin: float = key(0.1, "[0, 1)")
     alpha: float = key(1.0, "[0, inf)")  # padded-objective weight of max nodes per device
     beta: float = key(1.0, "[0, inf)")  # ... of max edges per device
     gamma: float = key(1.0, "[0, inf)")  # ... of max target pairs per device

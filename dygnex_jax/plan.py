@@ -35,7 +35,6 @@ from .padding import (
 from .plan_report import plot_loads, print_table, write_json  # noqa: F401  (the command's output)
 from .plan_search import (  # noqa: F401  (re-exported: the trainer, simulator, tools and tests plan here)
     COMPOSE_CANDIDATES,
-    COMPOSE_MARGIN,
     RunPlan,
     fit_epochs,
     plan_run,
@@ -158,6 +157,8 @@ def plan(
         "fitted": run.fitted,
         "repeated": None if run.base is None else run.base.info["base_epoch"],  # the epoch every epoch runs
         "compose_tried": run.tried,
+        "compose_score": run.score,  # what compose_tried holds: predicted seconds or padded cost
+        "planned_seconds": run.seconds,  # predicted seconds of the planned epochs, compilations included
         "padding_efficiency": stats["padding_efficiency"],
         "packed_padding_efficiency": padding_efficiency(loads, weights, padded),
         "exact_padding_efficiency": padding_efficiency(loads, weights, exact),

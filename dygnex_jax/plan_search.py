@@ -6,6 +6,7 @@ budgets themselves are ``padding.plan_budgets``. No JAX.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import time
 
@@ -17,7 +18,7 @@ from .schedule import Schedule, cost_weights, schedule
 from .schedule.base import repeated
 from .schedule.greedy import FIXED_STEPS, SHRINK_WORK, balance_epoch
 from .schedule.ilp import improve_schedule
-from .step_cost import compile_price
+from .step_cost import compile_price, compile_steps
 
 
 def scheduler_costs(ws, config: Config, layout: str) -> np.ndarray:
@@ -70,9 +71,8 @@ def _step_need(costs: np.ndarray, profile: np.ndarray, step, layout: str, slots:
 
 
 # compose=auto under planned budgets: the compositions tried, in order of preference (more mixing
-# first); a later one is chosen only if its planned cost is lower by more than COMPOSE_MARGIN.
+# first); a later candidate is chosen only if it is predicted faster by more than schedule.mix_margin.
 COMPOSE_CANDIDATES = ("strata", "rows", "sorted")
-COMPOSE_MARGIN = 0.01
 
 
 @dataclasses.dataclass
@@ -85,7 +85,7 @@ class RunPlan:
       needs: epoch -> the exact need of every step.
       budgets: the planned budgets (cheapest first); [] without planning.
       cost: Σ over the planned steps of the padded cost paid + the compile price x budgets.
-      tried: candidate -> its planned cost (compose auto; "fitted": ``fit_epochs``), for the log.
+      tried: candidate -> the figure the candidates were compared by (``score``), for the log.
       fitted: how the trained schedules were fitted (``fit_epochs``): "", "one budget" or "per budget".
       base: the schedule every epoch repeats in its own step order (``schedule.repeat_steps``), or None.
     """
@@ -98,6 +98,8 @@ class RunPlan:
     tried: dict
     fitted: str = ""
     base: Schedule | None = None
+    seconds: float | None = None  # predicted seconds of the planned epochs (steps + compilations)
+    score: str = "padded cost"  # what ``tried`` holds: "predicted seconds" or "padded cost"
 
 
 @dataclasses.dataclass
@@ -120,6 +122,19 @@ class _Planner:
         self.batch = min(self.config.train.batch_size, len(self.sched_costs))  # a step holds <= K windows
         self.slots = window_slots(self.batch, self.devices)
         self.price = None  # a compilation's price in padded cost, set from the first candidate
+        self.compile_s = None  # ... in predicted seconds (with step_seconds), set alike
+        self.tried = {}  # candidate -> its score, in the order considered
+        self.best = None  # the kept candidate: (compose, fit, scheds, needs, cost, budgets, base, score, s)
+
+    def consider(self, name, compose, fit, scheds, needs, base=None):
+        """Candidates come in order of preference (more mixing first): one is kept when it is predicted
+        faster than the kept one by more than ``schedule.mix_margin`` (no step-time model: padded cost)."""
+        budgets, total = self.planned_cost(needs)
+        seconds = self.planned_seconds(needs, budgets)
+        score = total if seconds is None else seconds
+        self.tried[name] = score
+        if self.best is None or _better(score, self.best[7], self.settings.mix_margin):
+            self.best = (compose, fit, scheds, needs, total, budgets, base, score, seconds)
 
     def needs(self, scheds: dict) -> dict:
         return {
@@ -166,6 +181,10 @@ class _Planner:
         flat = [n for e in self.epochs for n in needs[e]]
         if self.price is None:  # one price for every candidate: the first one's average step
             self.price = compile_price(flat, self.config, w, layout, weights, self.step_seconds)
+            if self.step_seconds is not None:
+                counts = collections.Counter(flat)
+                mean = sum(c * self.step_seconds(n) for n, c in counts.items()) / len(flat)
+                self.compile_s = compile_steps(self.config, mean, self.step_seconds) * mean
         budgets = plan_budgets(
             flat,
             w,
@@ -179,6 +198,18 @@ class _Planner:
             padded_cost(cheapest_holding(n, budgets, w, layout, weights), w, layout, weights) for n in flat
         )
         return budgets, paid + self.price * len(budgets)
+
+    def planned_seconds(self, needs: dict, budgets: list) -> float | None:
+        """Predicted seconds of the planned epochs: every step on the budget it pays (``step_seconds``)
+        plus the compilations (the compile price in seconds); None without ``step_seconds``."""
+        if self.step_seconds is None:
+            return None
+        w, layout, weights = self.ws.window, self.layout, self.weights
+        paid = collections.Counter(
+            cheapest_holding(n, budgets, w, layout, weights) for e in self.epochs for n in needs[e]
+        )
+        steps = sum(count * self.step_seconds(b) for b, count in paid.items())
+        return steps + self.compile_s * len(budgets)
 
 
 def plan_run(
@@ -195,14 +226,17 @@ def plan_run(
     """Schedule ``epochs`` with ``settings`` (the ``schedule`` section, maybe re-weighted by a cost
     model) and plan the run's budgets from their steps (``parallel.budgets: planned``; else no budgets).
 
-    With ``schedule.compose: auto`` and a cost-ordered method, every composition of
-    ``COMPOSE_CANDIDATES`` is planned (DyGNeX-L: its greedy twin's, which has the same steps) and the
-    one whose planned cost — padded work of every step on its budget plus the compilations — is least
-    is kept (the earlier, better-mixing one unless a later one saves more than ``COMPOSE_MARGIN``);
-    fitted and repeated candidates follow (``schedule.fit_epochs``, ``schedule.repeat_steps``).
-    DyGNeX-L's placements are kept when their planned cost is at most greedy's, else greedy's with a
-    fallback line. ``step_seconds``: ``Budget -> predicted seconds`` for the auto compile price (without
-    it and ``parallel.compile_steps`` -1: one step). Deterministic: every process and a resumed run alike."""
+    With a cost-ordered method the candidates are planned in order of mixing — with ``schedule.compose:
+    auto`` every composition of ``COMPOSE_CANDIDATES`` (DyGNeX-L: its greedy twin's, which has the same
+    steps), each as composed and fitted to one budget per epoch (``schedule.fit_epochs``); the kept one
+    fitted per budget; then steps repeated every epoch (``schedule.repeat_steps``) — and a later one is
+    kept only if it scores lower than the kept one by more than ``schedule.mix_margin``. The score is the
+    predicted seconds of the planned epochs (every step on its budget by ``step_seconds``, plus the
+    compilations), or without ``step_seconds`` the planned padded cost. Mixing first because less mixing
+    cost converged accuracy (README, Does the schedule cost accuracy?). DyGNeX-L's placements are kept
+    when their planned cost is at most greedy's, else greedy's with a fallback line. ``step_seconds``:
+    ``Budget -> predicted seconds`` (also the auto compile price; without it and
+    ``parallel.compile_steps`` -1: one step). Deterministic: every process and a resumed run alike."""
     costs = ws.costs("train", config.data.neg_mult) if costs is None else costs
     profile = ws.edge_profile("train") if profile is None else profile
     costs, profile = layout_view(costs, profile, layout)
@@ -214,43 +248,44 @@ def plan_run(
     composes = COMPOSE_CANDIDATES if cost_ordered and settings.compose == "auto" else (settings.compose,)
     # cost-ordered methods: compositions are compared on DyGNeX-G (DyGNeX-L has the same steps)
     method = "dygnex_g" if cost_ordered else settings.method
-    tried, best = {}, None
-
-    def consider(name, compose, fit, scheds, needs, margin, base=None):
-        nonlocal best
-        budgets, total = pl.planned_cost(needs)
-        tried[name] = total
-        if best is None or total < best[4] * (1.0 - margin):
-            best = (compose, fit, scheds, needs, total, budgets, base)
-        return budgets
-
+    movable = cost_ordered and settings.compose not in FIXED_STEPS
+    consider = pl.consider
+    # (1) every composition, then that composition fitted to one budget per epoch (fresh steps)
     plain = {}
     for compose in composes:
-        scheds, needs = pl.attempt(method, compose)
-        plain[compose] = (scheds, needs, consider(compose, compose, "", scheds, needs, COMPOSE_MARGIN))
-    if cost_ordered and settings.fit_epochs and settings.compose not in FIXED_STEPS:
-        # (1) every composition fitted to one budget per epoch; (2) the best plain composition fitted
-        # per planned budget, each budget class apart
-        chosen = best[0]
-        for compose in composes:
-            scheds, needs = pl.fitted(*plain[compose][:2], None)
-            consider(f"{compose} fitted", compose, "one budget", scheds, needs, 0.0)
-        scheds, needs = pl.fitted(*plain[chosen])
-        consider(f"{chosen} fitted per budget", chosen, "per budget", scheds, needs, 0.0)
-    if cost_ordered and settings.repeat_steps and len(epochs) > 1 and settings.compose not in FIXED_STEPS:
-        # (3) the cheapest epoch of the best so far and of every plain one (balanced step by step), repeated
-        for compose, fit, scheds, needs in [best[:4], *((c, "", *plain[c][:2]) for c in composes)]:
+        plain[compose] = pl.attempt(method, compose)
+        consider(compose, compose, "", *plain[compose])
+        if movable and settings.fit_epochs:
+            consider(f"{compose} fitted", compose, "one budget", *pl.fitted(*plain[compose], None))
+    if movable and settings.fit_epochs:
+        # (2) the kept composition fitted per planned budget, each budget class apart
+        chosen = pl.best[0]
+        scheds, needs = plain[chosen]
+        budgets = pl.planned_cost(needs)[0]
+        consider(f"{chosen} fitted per budget", chosen, "per budget", *pl.fitted(scheds, needs, budgets))
+    if movable and settings.repeat_steps and len(epochs) > 1:
+        # (3) the same steps every epoch (the least mixing): the cheapest epoch of the kept candidate and
+        # of every plain composition, repeated in an order of each epoch's own
+        for compose, fit, scheds, needs in [pl.best[:4], *((c, "", *plain[c]) for c in composes)]:
             name = f"{compose}{' fitted' if fit else ''} repeated"
-            if name not in tried:  # the best so far may be a plain composition already listed
+            if name not in pl.tried:  # the kept one may be a plain composition already listed
                 e = pl.cheapest_epoch(needs)
                 base = dataclasses.replace(scheds[e], info={**scheds[e].info, "base_epoch": e})
-                consider(name, compose, fit, *pl.repeat(base), COMPOSE_MARGIN, base)
-    compose, fit, scheds, needs, total, budgets, base = best
+                consider(name, compose, fit, *pl.repeat(base), base)
+    compose, fit, scheds, needs, total, budgets, base, _, seconds = pl.best
     if settings.method == "dygnex_l":
         scheds, needs, budgets, total, base = _dygnex_l_placements(
             pl, compose, fit, (scheds, needs, budgets, total, base)
         )
-    return RunPlan(compose, scheds, needs, budgets, total, tried if len(tried) > 1 else {}, fit, base)
+        seconds = pl.planned_seconds(needs, budgets)
+    score = "padded cost" if seconds is None else "predicted seconds"
+    tried = pl.tried if len(pl.tried) > 1 else {}
+    return RunPlan(compose, scheds, needs, budgets, total, tried, fit, base, seconds, score)
+
+
+def _better(score: float, kept: float, margin: float) -> bool:
+    """A later (less mixing) candidate replaces the kept one: lower by more than ``margin``."""
+    return score < kept * (1.0 - margin)
 
 
 def _dygnex_l_placements(pl: _Planner, compose, fit, greedy: tuple) -> tuple:

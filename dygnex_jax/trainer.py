@@ -276,7 +276,7 @@ class Trainer:
             f"{sum(len(n) for n in run.needs.values())} steps of epochs 1..{len(run.schedules)} "
             f"({self.layout} layout, compose {run.compose}{', fitted to ' + run.fitted if run.fitted else ''}"
             + ("" if run.base is None else f", epoch {run.base.info['base_epoch']}'s steps every epoch")
-            + (f"; planned cost by composition: {tried}" if tried else "")
+            + (f"; {run.score} by candidate, most mixing first: {tried}" if tried else "")
             + f"; {self.plan_seconds:.1f} s)"
         )
         if log:

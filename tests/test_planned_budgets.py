@@ -70,26 +70,51 @@ def test_planned_and_bucketed_budgets_train_alike():
         np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-4, atol=1e-6)
 
 
-def test_compose_auto_keeps_the_cheapest_planned_composition():
-    """compose=auto under planned budgets: the plan's composition has the least planned cost of the
-    candidates (up to the margin that favours the earlier, better-mixing ones)."""
+def _kept_name(run) -> str:
+    """The name ``run.tried`` lists the kept candidate under."""
+    if run.base is not None:
+        return run.compose + (" fitted" if run.fitted else "") + " repeated"
+    return run.compose + {"": "", "one budget": " fitted", "per budget": " fitted per budget"}[run.fitted]
+
+
+class _FlatSeconds:
+    """A step-time model for the planner: every step 1 s whatever its budget, a compilation 5 s."""
+
+    compile_seconds = 5.0
+
+    def __call__(self, budget, alone=False):
+        return 1.0
+
+
+def test_compose_auto_keeps_the_most_mixing_plan_unless_a_later_one_is_faster_by_the_margin():
+    """compose=auto under planned budgets: the candidates are tried in order of mixing (strata, rows,
+    sorted, each fresh then fitted; the kept one fitted per budget; repeated steps last) and a later one
+    is kept only when its score is lower by more than schedule.mix_margin: no later candidate beats the
+    kept one by more, and the kept one beats the first (most mixing) by more unless it is the first."""
     tr = make("train.batch_size=6")
     run = plan.plan_run(tr.windows, tr.config, tr.n_devices, tr.layout, tr.settings, [1, 2, 3])
-    # every composition as scheduled and fitted to one budget per epoch (schedule.fit_epochs)
-    one = {*plan.COMPOSE_CANDIDATES, *(f"{c} fitted" for c in plan.COMPOSE_CANDIDATES)}
-    per_budget = {f"{c} fitted per budget" for c in plan.COMPOSE_CANDIDATES}
-    repeats = {f"{c}{f} repeated" for c in plan.COMPOSE_CANDIDATES for f in ("", " fitted")}
-    assert one <= set(run.tried) <= one | per_budget | repeats and len(set(run.tried) & per_budget) == 1
-    # repeated: the best so far and every plain composition's cheapest epoch (names apart)
-    assert {f"{c} repeated" for c in plan.COMPOSE_CANDIDATES} <= set(run.tried)
+    names = list(run.tried)
+    fresh = [n for c in plan.COMPOSE_CANDIDATES for n in (c, f"{c} fitted")]
+    assert names[:6] == fresh and names[6].endswith(" fitted per budget")
+    assert all(n.endswith(" repeated") for n in names[7:]) and len(names) > 7
+    assert {f"{c} repeated" for c in plan.COMPOSE_CANDIDATES} <= set(names)
     assert run.compose in plan.COMPOSE_CANDIDATES and run.fitted in ("", "one budget", "per budget")
-    name = run.compose + {"": "", "one budget": " fitted", "per budget": " fitted per budget"}[run.fitted]
-    if run.base is not None:
-        name = run.compose + (" fitted" if run.fitted else "") + " repeated"
-    chosen = run.tried[name]
-    assert chosen == pytest.approx(run.cost)
-    assert chosen <= min(run.tried.values()) / (1 - plan.COMPOSE_MARGIN) + 1e-9
-    assert all(any(b.holds(n) for b in run.budgets) for ns in run.needs.values() for n in ns)
+    for margin in (0.0, tr.settings.mix_margin, 0.3):
+        settings = dataclasses.replace(tr.settings, mix_margin=margin)
+        run = plan.plan_run(tr.windows, tr.config, tr.n_devices, tr.layout, settings, [1, 2, 3])
+        assert run.score == "padded cost" and run.seconds is None  # no step-time model given
+        kept = names.index(_kept_name(run))
+        score = run.tried[names[kept]]
+        assert score == pytest.approx(run.cost)
+        assert all(run.tried[n] >= score * (1 - margin) - 1e-9 for n in names[kept + 1 :])
+        assert kept == 0 or score < run.tried[names[0]] * (1 - margin)
+        if margin == 0.0:
+            assert score == min(run.tried.values())
+        assert all(any(b.holds(n) for b in run.budgets) for ns in run.needs.values() for n in ns)
+    # a margin no candidate can beat keeps the most mixing: strata, fresh steps, not fitted
+    settings = dataclasses.replace(tr.settings, mix_margin=0.99)
+    run = plan.plan_run(tr.windows, tr.config, tr.n_devices, tr.layout, settings, [1, 2, 3])
+    assert (run.compose, run.fitted, run.base) == ("strata", "", None)
     off = plan.plan_run(
         tr.windows,
         tr.config,
@@ -98,10 +123,32 @@ def test_compose_auto_keeps_the_cheapest_planned_composition():
         dataclasses.replace(tr.settings, fit_epochs=False),
         [1, 2],
     )
+    repeats = {f"{c}{f} repeated" for c in plan.COMPOSE_CANDIDATES for f in ("", " fitted")}
     assert set(off.tried) - set(plan.COMPOSE_CANDIDATES) <= repeats and not off.fitted
     never = dataclasses.replace(tr.settings, repeat_steps=False)
     off = plan.plan_run(tr.windows, tr.config, tr.n_devices, tr.layout, never, [1, 2])
     assert off.base is None and not set(off.tried) & repeats
+
+
+def test_candidates_are_compared_by_predicted_seconds_of_steps_and_compilations():
+    """With a step-time model the planner scores a candidate by its predicted seconds: every planned
+    step on the budget it pays plus a compilation per budget (compile_steps auto: the model's measured
+    compile seconds); with 1 s a step and 5 s a compilation that is steps + 5 x budgets exactly, so the
+    plan with the fewest budgets wins whatever it pads."""
+    tr = make(
+        "train.batch_size=6",
+        "parallel.compile_steps=-1",
+        "parallel.compile_seconds=0",
+        "schedule.mix_margin=0",
+    )
+    run = plan.plan_run(
+        tr.windows, tr.config, tr.n_devices, tr.layout, tr.settings, [1, 2, 3], step_seconds=_FlatSeconds()
+    )
+    steps = sum(len(n) for n in run.needs.values())
+    assert run.score == "predicted seconds"
+    assert run.seconds == pytest.approx(steps + 5.0 * len(run.budgets), rel=1e-12)
+    assert run.tried[_kept_name(run)] == pytest.approx(run.seconds, rel=1e-12)
+    assert run.seconds == min(run.tried.values())  # margin 0: the fastest
 
 
 def _steps(sched) -> list:
@@ -130,7 +177,7 @@ def test_a_repeated_plan_pays_its_steps_exactly_and_repeats_past_the_planned_epo
     """When the plan repeats one epoch's steps (forced here: a margin that keeps every later candidate),
     every planned epoch has the same needs, the budgets hold them, an epoch past the planned ones runs the
     same steps in its own order, and training pays only planned budgets: nothing compiled on demand."""
-    monkeypatch.setattr(plan_search, "COMPOSE_MARGIN", -1.0)
+    monkeypatch.setattr(plan_search, "_better", lambda *_: True)
     tr = make("train.batch_size=6", "train.epochs=4", "parallel.plan_epochs=2", "parallel.compile_steps=0")
     budgets = tr.plan_budgets()
     base = tr.schedules[REPEATED]
@@ -181,26 +228,31 @@ def test_results_are_bit_identical_with_the_cache_off_cold_and_warm(tmp_path):
     )
 
 
-def test_uci_at_8_devices_repeats_its_cheapest_epoch(data_root):
-    """UC Irvine at P = 8, B = 32 (the issue's setting; every epoch's mix of windows needed other
-    budgets): the plan repeats one epoch, every planned epoch then pays alike, and the plan costs less
-    than the best plan that schedules every epoch anew (schedule.repeat_steps=false)."""
+def test_uci_at_8_devices_keeps_fresh_steps_unless_repeating_is_faster_by_the_margin(data_root):
+    """UC Irvine at P = 8, B = 32 (the issue's setting). The fastest predicted plan (mix_margin 0)
+    repeats one epoch: every planned epoch then pays alike, with no more budgets than an epoch has
+    steps. The default keeps a plan of fresh steps, whose predicted seconds are within the margin of
+    the fastest (repeating one epoch's steps every epoch cost converged test MAP)."""
     from dygnex_jax.config import load_config
 
     keys = ["data.dataset=uci_collegemsg", "train.batch_size=32", "schedule.cost_model=analytic"]
     config = load_config("configs/egcn_o_bitcoin_otc.yaml", keys)
     ws = task_windows(load_dataset(config.data), config.data)
+    fast_keys = [*keys, "schedule.mix_margin=0"]
+    fast = plan.plan(load_config("configs/egcn_o_bitcoin_otc.yaml", fast_keys), 8, ws=ws)
     got = plan.plan(config, 8, ws=ws)
-    off = plan.plan(
-        load_config("configs/egcn_o_bitcoin_otc.yaml", [*keys, "schedule.repeat_steps=false"]), 8, ws=ws
+    assert fast["compose_score"] == got["compose_score"] == "predicted seconds"
+    assert fast["repeated"] is not None and got["repeated"] is None
+    assert fast["planned_seconds"] == pytest.approx(min(fast["compose_tried"].values()), rel=1e-12)
+    margin = config.schedule.mix_margin
+    assert fast["planned_seconds"] >= got["planned_seconds"] * (1 - margin)
+    assert fast["packed_padding_efficiency"] == pytest.approx(
+        fast["mean_packed_padding_efficiency"], rel=1e-12
     )
-    assert got["repeated"] is not None and off["repeated"] is None
-    assert got["packed_padding_efficiency"] == pytest.approx(got["mean_packed_padding_efficiency"], rel=1e-12)
-    assert got["mean_packed_padding_efficiency"] > off["mean_packed_padding_efficiency"]
-    assert len(got["budgets"]) <= got["steps"]  # no more budgets than one epoch has steps
+    assert len(fast["budgets"]) <= fast["steps"]  # no more budgets than one epoch has steps
     # DyGNeX-L re-places the repeated steps (never worse step by step): never below greedy's plan
     lp = plan.plan(
-        load_config("configs/egcn_o_bitcoin_otc.yaml", [*keys, "schedule.method=dygnex_l"]), 8, ws=ws
+        load_config("configs/egcn_o_bitcoin_otc.yaml", [*fast_keys, "schedule.method=dygnex_l"]), 8, ws=ws
     )
     assert lp["repeated"] is not None
-    assert lp["mean_packed_padding_efficiency"] >= got["mean_packed_padding_efficiency"] - 1e-12
+    assert lp["mean_packed_padding_efficiency"] >= fast["mean_packed_padding_efficiency"] - 1e-12
