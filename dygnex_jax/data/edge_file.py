@@ -218,8 +218,8 @@ def _positional(text: str, path) -> tuple:
     return src, dst, got.get("weight"), got["time"], named, dated
 
 
-_TIME_NAMES = {"time", "timestamp", "ts", "t", "date", "datetime", "unixtime", "epoch", "seconds"}
-_WEIGHT_NAMES = {"weight", "w", "rating", "sign", "value", "label", "score", "count"}
+_TIME_NAMES = ROLE_WORDS["time"]
+_WEIGHT_NAMES = ROLE_WORDS["weight"] | {"label"}  # a 3-column "src dst label" file has no time
 
 
 def _edge_columns(text: str, ncol: int, path) -> str:
