@@ -18,7 +18,7 @@ from .schedule import Schedule, cost_weights, schedule
 from .schedule.base import repeated
 from .schedule.greedy import FIXED_STEPS, SHRINK_WORK, balance_epoch
 from .schedule.ilp import improve_schedule
-from .step_cost import compile_price, compile_steps
+from .step_cost import compile_prices
 
 
 def scheduler_costs(ws, config: Config, layout: str) -> np.ndarray:
@@ -122,19 +122,20 @@ class _Planner:
         self.batch = min(self.config.train.batch_size, len(self.sched_costs))  # a step holds <= K windows
         self.slots = window_slots(self.batch, self.devices)
         self.price = None  # a compilation's price in padded cost, set from the first candidate
-        self.compile_s = None  # ... in predicted seconds (with step_seconds), set alike
+        self.compile_s = None  # ... in predicted seconds (with step_seconds), set with it
         self.tried = {}  # candidate -> its score, in the order considered
         self.best = None  # the kept candidate: (compose, fit, scheds, needs, cost, budgets, base, score, s)
 
-    def consider(self, name, compose, fit, scheds, needs, base=None):
+    def consider(self, name, compose, fit, scheds, needs, base=None) -> list:
         """Candidates come in order of preference (more mixing first): one is kept when it is predicted
-        faster than the kept one by more than ``schedule.mix_margin`` (no step-time model: padded cost)."""
-        budgets, total = self.planned_cost(needs)
-        seconds = self.planned_seconds(needs, budgets)
+        faster than the kept one by more than ``schedule.mix_margin`` (no step-time model: padded cost).
+        -> its planned budgets."""
+        budgets, total, seconds = self.planned_cost(needs)
         score = total if seconds is None else seconds
         self.tried[name] = score
         if self.best is None or _better(score, self.best[7], self.settings.mix_margin):
             self.best = (compose, fit, scheds, needs, total, budgets, base, score, seconds)
+        return budgets
 
     def needs(self, scheds: dict) -> dict:
         return {
@@ -174,17 +175,16 @@ class _Planner:
         scheds = fit_epochs(scheds, self.sched_costs, weights, classes)
         return scheds, self.needs(scheds)
 
-    def planned_cost(self, needs: dict) -> tuple[list, float]:
-        """The budgets planned for ``needs`` and their cost: every step's padded work on its budget
-        plus the compilations at ``price``."""
+    def planned_cost(self, needs: dict) -> tuple[list, float, float | None]:
+        """The budgets planned for ``needs``, their cost — every step's padded work on its budget plus
+        the compilations at ``price`` — and their predicted seconds: every step on its budget by
+        ``step_seconds`` plus the compilations at ``compile_s`` (None without ``step_seconds``)."""
         w, layout, weights, p = self.ws.window, self.layout, self.weights, self.config.parallel
         flat = [n for e in self.epochs for n in needs[e]]
         if self.price is None:  # one price for every candidate: the first one's average step
-            self.price = compile_price(flat, self.config, w, layout, weights, self.step_seconds)
-            if self.step_seconds is not None:
-                counts = collections.Counter(flat)
-                mean = sum(c * self.step_seconds(n) for n, c in counts.items()) / len(flat)
-                self.compile_s = compile_steps(self.config, mean, self.step_seconds) * mean
+            self.price, self.compile_s = compile_prices(
+                flat, self.config, w, layout, weights, self.step_seconds
+            )
         budgets = plan_budgets(
             flat,
             w,
@@ -194,22 +194,12 @@ class _Planner:
             max_budgets=p.max_budgets,
             align=p.budget_align,
         )
-        paid = sum(
-            padded_cost(cheapest_holding(n, budgets, w, layout, weights), w, layout, weights) for n in flat
-        )
-        return budgets, paid + self.price * len(budgets)
-
-    def planned_seconds(self, needs: dict, budgets: list) -> float | None:
-        """Predicted seconds of the planned epochs: every step on the budget it pays (``step_seconds``)
-        plus the compilations (the compile price in seconds); None without ``step_seconds``."""
+        paid = [cheapest_holding(n, budgets, w, layout, weights) for n in flat]
+        cost = sum(padded_cost(b, w, layout, weights) for b in paid) + self.price * len(budgets)
         if self.step_seconds is None:
-            return None
-        w, layout, weights = self.ws.window, self.layout, self.weights
-        paid = collections.Counter(
-            cheapest_holding(n, budgets, w, layout, weights) for e in self.epochs for n in needs[e]
-        )
-        steps = sum(count * self.step_seconds(b) for b, count in paid.items())
-        return steps + self.compile_s * len(budgets)
+            return budgets, cost, None
+        steps = sum(count * self.step_seconds(b) for b, count in collections.Counter(paid).items())
+        return budgets, cost, steps + self.compile_s * len(budgets)
 
 
 def plan_run(
@@ -251,22 +241,20 @@ def plan_run(
     movable = cost_ordered and settings.compose not in FIXED_STEPS
     consider = pl.consider
     # (1) every composition, then that composition fitted to one budget per epoch (fresh steps)
-    plain = {}
+    plain = {}  # composition -> (schedules, needs, planned budgets)
     for compose in composes:
-        plain[compose] = pl.attempt(method, compose)
-        consider(compose, compose, "", *plain[compose])
+        scheds, needs = pl.attempt(method, compose)
+        plain[compose] = (scheds, needs, consider(compose, compose, "", scheds, needs))
         if movable and settings.fit_epochs:
-            consider(f"{compose} fitted", compose, "one budget", *pl.fitted(*plain[compose], None))
+            consider(f"{compose} fitted", compose, "one budget", *pl.fitted(scheds, needs, None))
     if movable and settings.fit_epochs:
         # (2) the kept composition fitted per planned budget, each budget class apart
         chosen = pl.best[0]
-        scheds, needs = plain[chosen]
-        budgets = pl.planned_cost(needs)[0]
-        consider(f"{chosen} fitted per budget", chosen, "per budget", *pl.fitted(scheds, needs, budgets))
+        consider(f"{chosen} fitted per budget", chosen, "per budget", *pl.fitted(*plain[chosen]))
     if movable and settings.repeat_steps and len(epochs) > 1:
         # (3) the same steps every epoch (the least mixing): the cheapest epoch of the kept candidate and
         # of every plain composition, repeated in an order of each epoch's own
-        for compose, fit, scheds, needs in [pl.best[:4], *((c, "", *plain[c]) for c in composes)]:
+        for compose, fit, scheds, needs in [pl.best[:4], *((c, "", *plain[c][:2]) for c in composes)]:
             name = f"{compose}{' fitted' if fit else ''} repeated"
             if name not in pl.tried:  # the kept one may be a plain composition already listed
                 e = pl.cheapest_epoch(needs)
@@ -274,10 +262,9 @@ def plan_run(
                 consider(name, compose, fit, *pl.repeat(base), base)
     compose, fit, scheds, needs, total, budgets, base, _, seconds = pl.best
     if settings.method == "dygnex_l":
-        scheds, needs, budgets, total, base = _dygnex_l_placements(
-            pl, compose, fit, (scheds, needs, budgets, total, base)
+        scheds, needs, budgets, total, seconds, base = _dygnex_l_placements(
+            pl, compose, fit, (scheds, needs, budgets, total, seconds, base)
         )
-        seconds = pl.planned_seconds(needs, budgets)
     score = "padded cost" if seconds is None else "predicted seconds"
     tried = pl.tried if len(pl.tried) > 1 else {}
     return RunPlan(compose, scheds, needs, budgets, total, tried, fit, base, seconds, score)
@@ -291,8 +278,8 @@ def _better(score: float, kept: float, margin: float) -> bool:
 def _dygnex_l_placements(pl: _Planner, compose, fit, greedy: tuple) -> tuple:
     """DyGNeX-L's placements of the chosen composition where they pay less on their planned budgets than
     greedy's (the run's budgets may fit greedy's steps better), else greedy's, marked as DyGNeX-L's
-    fallback. ``greedy``: (schedules, needs, budgets, cost, repeated base or None)."""
-    scheds, needs, budgets, total, base = greedy
+    fallback. ``greedy``: (schedules, needs, budgets, cost, predicted seconds, repeated base or None)."""
+    scheds, needs, budgets, total, seconds, base = greedy
     l_base = None  # a repeated plan: the base's own steps re-placed by DyGNeX-L's MILP, in every epoch
     if base is not None:
         st = dataclasses.replace(pl.settings, method="dygnex_l")
@@ -303,13 +290,13 @@ def _dygnex_l_placements(pl: _Planner, compose, fit, greedy: tuple) -> tuple:
         if fit:
             l_budgets = pl.planned_cost(l_needs)[0] if fit == "per budget" else None
             l_scheds, l_needs = pl.fitted(l_scheds, l_needs, l_budgets)
-    l_budgets, l_total = pl.planned_cost(l_needs)
+    l_budgets, l_total, l_seconds = pl.planned_cost(l_needs)
     if l_total <= total:
-        return l_scheds, l_needs, l_budgets, l_total, l_base
+        return l_scheds, l_needs, l_budgets, l_total, l_seconds, l_base
     why = f"greedy kept: its steps pay {total:.4g} on their planned budgets, DyGNeX-L's {l_total:.4g}"
     scheds = {e: dataclasses.replace(sc, method="dygnex_l", fallback=why) for e, sc in scheds.items()}
     base = dataclasses.replace(base, method="dygnex_l", fallback=why) if base is not None else None
-    return scheds, needs, budgets, total, base
+    return scheds, needs, budgets, total, seconds, base
 
 
 def fit_epochs(

@@ -146,8 +146,17 @@ def compile_price(
 ) -> float:
     """A compilation's price in padded-work units: ``compile_steps`` average steps (``step_seconds``:
     ``Budget -> predicted seconds``, for the auto price; the average over ``needs``, aligned)."""
+    return compile_prices(needs, config, window, layout, weights, step_seconds)[0]
+
+
+def compile_prices(
+    needs: list[Budget], config: Config, window: int, layout: str, weights, step_seconds=None
+) -> tuple[float, float | None]:
+    """``compile_price`` and the same ``compile_steps`` average steps in predicted seconds (None without
+    ``step_seconds``)."""
     a = config.parallel.budget_align
     needs = [aligned(b, a) for b in needs]
     mean = float(np.mean([padded_cost(b, window, layout, weights) for b in needs]))
     secs = float(np.mean([step_seconds(b) for b in needs])) if step_seconds else None
-    return compile_steps(config, secs, step_seconds) * mean
+    steps = compile_steps(config, secs, step_seconds)
+    return steps * mean, None if secs is None else steps * secs
