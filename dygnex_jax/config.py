@@ -5,11 +5,9 @@ command line override the file (``train.batch_size=16``, ``schedule.method=psg``
 values of the wrong type are one-line ``UserError``s.
 
 Every key's allowed values are declared beside it with ``key(default, ...)`` (config_check.py): an
-interval of numbers (``"[1, inf)"``), the choices of a string (a tuple, or a function returning a
-registry's names), or ``free=`` saying why the value is not checked here (a path, a label, a name a JAX
-module checks). Bool keys need none: true / false is their type. ``validate`` checks every key against
-its declaration (``check_keys``), then the rules that span keys. Reading YAML text and coercing values to
-their declared types: config_yaml.py.
+interval (``"[1, inf)"``), a string's choices (a tuple, or a function returning a registry's names), or
+``free=`` saying why the value is not checked here; bool keys need none. ``validate`` checks every key
+(``check_keys``), then the rules that span keys. YAML reading and type coercion: config_yaml.py.
 """
 
 from __future__ import annotations
@@ -185,6 +183,8 @@ class ModelConfig:
     remat: str = key("none", choices=("none", "scan"))
     # Activations' dtype (layers.compute_dtype); params, optimiser state, loss and gradients stay float32.
     dtype: str = key("float32", choices=("float32", "bfloat16"))
+    # float32 products: "highest" (PyTorch's float32, GPU too) or "default" (TF32 on NVIDIA GPUs; models/)
+    matmul_precision: str = key("highest", choices=("highest", "default"))
     # Link head: a device's step with more target pairs than this runs them in rematerialised chunks of
     # this many (models/head.py: head memory stops growing with the pairs; 0 = never chunk).
     head_chunk: int = key(65536, "[0, inf)")

@@ -40,7 +40,7 @@ from dygnex_jax.baselines.weights import ENCODER_MAPS, dense, link_model_params 
 from dygnex_jax.config import ModelConfig  # noqa: E402
 from dygnex_jax.data.windows import LocalWindow  # noqa: E402
 from dygnex_jax.graphs import Budget, DeviceWork, pack_device  # noqa: E402
-from dygnex_jax.models import ENCODERS  # noqa: E402
+from dygnex_jax.models import ENCODERS, set_matmul_precision  # noqa: E402
 
 N, W = 40, 4  # nodes per window, time offsets
 TOL = 1e-5
@@ -162,7 +162,8 @@ def test_parity_with_pyg_temporal(name):
         {k: v.grad.numpy() if v.grad is not None else np.zeros(v.shape, np.float32) for k, v in named.items()}
     )
 
-    # ours: the same weights, both windows packed with padding
+    # ours: the same weights, both windows packed with padding, float32 products as the trainer sets them
+    set_matmul_precision(cfg.matmul_precision)
     encoder = ENCODERS[name](cfg, f)
     init = encoder.init(jax.random.key(0), batch)["params"]
     assert jax.tree.structure(init) == jax.tree.structure(values), "every parameter is mapped"
@@ -350,3 +351,35 @@ def test_same_initial_values_train_alike(tmp_path, name):
         assert r["loss_rel_diff"] < 1e-4, r
         assert r["val_rel_diff"] < 1e-3, r
     assert rows[0]["loss_ours"] != rows[1]["loss_ours"]  # it trained
+
+
+def test_torch_baseline_on_missing_gpus_is_one_error_and_no_run_folder(tmp_path):
+    """``--device cuda`` asks for one GPU per process: more processes than torch sees GPUs is a UserError
+    naming both counts, before the run's folder exists."""
+    from dygnex_jax.baselines.torch_runner import run
+    from dygnex_jax.config import load_config
+    from dygnex_jax.errors import UserError
+
+    procs = torch.cuda.device_count() + 1
+    out = tmp_path / "run"
+    with pytest.raises(UserError, match=f"--procs {procs} needs {procs} GPU"):
+        run(load_config("configs/smoke.yaml", ["model.name=tgcn"]), out, procs=procs, device="cuda")
+    assert not out.exists()
+
+
+def test_the_model_sets_its_matmul_precision():
+    """``create_model`` sets ``model.matmul_precision`` for the steps traced after it: "highest" is JAX's
+    float32 setting (what the GPU parity cases need), "default" leaves the backend's choice."""
+    from dygnex_jax.models import create_model
+
+    before = jax.config.jax_default_matmul_precision
+    try:
+        create_model(ModelConfig(matmul_precision="default"), 8)
+        assert jax.config.jax_default_matmul_precision is None
+        create_model(ModelConfig(), 8)
+        assert jax.config.jax_default_matmul_precision == "highest"
+        x = jnp.asarray(np.random.default_rng(0).standard_normal((64, 64)), jnp.float32)
+        want = np.asarray(x, np.float64) @ np.asarray(x, np.float64)
+        np.testing.assert_allclose(np.asarray(jax.jit(jnp.matmul)(x, x)), want, rtol=1e-4, atol=1e-4)
+    finally:
+        jax.config.update("jax_default_matmul_precision", before)

@@ -76,6 +76,12 @@ def main(argv=None) -> int:
         action="store_true",
         help="run each of ours a second time on its (then warm) compilation cache; the first run is cold",
     )
+    p.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="cpu: P fake devices / P CPU processes; cuda: ours on JAX's GPU devices, PyTorch one GPU per process",
+    )
     p.add_argument("override", nargs="*", help="extra key=value overrides for both systems")
     a = p.parse_args(argv)
     path = Path(a.json) if a.json else None
@@ -89,7 +95,7 @@ def main(argv=None) -> int:
                 model, dataset = case.split(":")
                 key = {"model": model, "dataset": dataset, "seed": seed}
                 old = [r for r in rows if all(r[k] == v for k, v in key.items())]
-                row = old[0] if old else {**key, "load_average": os.getloadavg()[0]}
+                row = old[0] if old else {**key, "load_average": os.getloadavg()[0], "device": a.device}
                 if not old:
                     rows.append(row)
                 for system in a.systems if i == 0 else a.seed_systems:

@@ -1,6 +1,7 @@
 """PyTorch baseline: the same model from PyG-Temporal, trained on the same windows, splits, negatives,
-mini-batches and evaluation as ``dygnex_jax.train``, on P CPU processes with ``torch.distributed`` (gloo)
-DDP and the even PSG split of every step's windows (``schedule.method=psg``).
+mini-batches and evaluation as ``dygnex_jax.train``, on P processes with ``torch.distributed`` DDP and
+the even PSG split of every step's windows (``schedule.method=psg``): CPU processes over gloo, or with
+``--device cuda`` one GPU per process over NCCL.
 
 Two layouts of a rank's windows (``--layout``):
 
@@ -42,6 +43,7 @@ from ..files import atomic_write_text, json_text
 from ..schedule import schedule
 
 LAYOUTS = ("full", "packed")
+DEVICES = ("cpu", "cuda")
 
 
 def _free_port() -> int:
@@ -104,7 +106,7 @@ def check_supported(config: Config) -> None:
 class Runner:
     """One rank's model, optimiser and data (``rank`` 0 also evaluates and writes)."""
 
-    def __init__(self, config: Config, rank: int, world: int, layout: str = "full"):
+    def __init__(self, config: Config, rank: int, world: int, layout: str = "full", device: str = "cpu"):
         import torch
 
         from .torch_models import LinkHead, LinkModel, build_encoder
@@ -113,6 +115,7 @@ class Runner:
             raise UserError(f"unknown layout {layout!r}: choose one of {', '.join(LAYOUTS)}")
         check_supported(config)
         self.config, self.rank, self.world, self.layout = config, rank, world, layout
+        self.device = torch.device(f"cuda:{rank}" if device == "cuda" else "cpu")
         c = config
         torch.manual_seed(c.train.seed)
         self.graph = datasets.load_dataset(c.data)
@@ -120,9 +123,12 @@ class Runner:
         self.costs = self.windows.schedule_costs("train", c.data.neg_mult, c.schedule.time_resolved)
         self.encoder = build_encoder(c.model, self.windows.num_features)
         self.head = LinkHead(c.model.hidden, c.model.head_hidden)
-        self.model = LinkModel(self.encoder, self.head)
+        self.model = LinkModel(self.encoder, self.head).to(self.device)
         if world > 1:
-            self.ddp = torch.nn.parallel.DistributedDataParallel(self.model, find_unused_parameters=False)
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            self.ddp = torch.nn.parallel.DistributedDataParallel(
+                self.model, device_ids=ids, find_unused_parameters=False
+            )
         else:
             self.ddp = self.model
         opt = torch.optim.AdamW if c.train.weight_decay > 0 else torch.optim.Adam
@@ -138,7 +144,7 @@ class Runner:
     def _features(self, feat):
         import torch
 
-        f = torch.as_tensor(feat.astype(np.int64))
+        f = torch.as_tensor(feat.astype(np.int64)).to(self.device)
         return [torch.nn.functional.one_hot(f[t], self.windows.num_features).float() for t in range(len(f))]
 
     def forward(self, ids, epoch, scale: float = 1.0):
@@ -153,21 +159,24 @@ class Runner:
                 )
                 xs = self._features(self.windows.global_features(int(k)))
                 t = int(self.windows.targets[int(k)])
-                es = [_edge_index(s) for s in self.graph.snapshots[self.windows.history(t)]]
-                n, d = self._weighted_ce(self.ddp(xs, es, *_ends(pairs)), labels, scale)
+                es = [_edge_index(s).to(self.device) for s in self.graph.snapshots[self.windows.history(t)]]
+                src, dst = (e.to(self.device) for e in _ends(pairs))
+                n, d = self._weighted_ce(self.ddp(xs, es, src, dst), labels, scale)
                 num, den = num + n, den + d
             return num, den
         wins = [self.windows.get(int(k)) for k in ids]
         samples = [self.windows.training_pairs(w.index, c.data.neg_mult, c.train.seed, epoch) for w in wins]
         feat, es, _, pairs = _union(wins, [s[0] for s in samples])
-        logits = self.ddp(self._features(feat), es, *_ends(pairs))
+        es = [e.to(self.device) for e in es]
+        logits = self.ddp(self._features(feat), es, *(e.to(self.device) for e in _ends(pairs)))
         return self._weighted_ce(logits, np.concatenate([s[1] for s in samples]), scale)
 
     def _weighted_ce(self, logits, labels: np.ndarray, scale: float):
         import torch
 
-        labels = torch.as_tensor(labels.astype(np.int64))
-        weights = torch.as_tensor(np.asarray(self.config.train.class_weights, np.float32))[labels] * scale
+        labels = torch.as_tensor(labels.astype(np.int64)).to(self.device)
+        weights = torch.as_tensor(np.asarray(self.config.train.class_weights, np.float32), device=self.device)
+        weights = weights[labels] * scale
         ce = torch.nn.functional.cross_entropy(logits, labels, reduction="none")
         return (weights * ce).sum(), weights.sum()
 
@@ -198,8 +207,10 @@ class Runner:
             self.opt.step()
             loss_total += float(stats[0])
             weight_total += float(stats[1])
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)  # the last step's optimiser update inside the epoch
         seconds = time.perf_counter() - start
-        cpu = torch.tensor([time.process_time() - start_cpu], dtype=torch.float64)
+        cpu = torch.tensor([time.process_time() - start_cpu], dtype=torch.float64, device=self.device)
         if self.world > 1:
             dist.all_reduce(cpu)  # CPU seconds of all ranks
         return {
@@ -219,22 +230,26 @@ class Runner:
             for lo in range(0, len(ids), size):
                 wins = [self.windows.get(int(self.windows.splits[split][k])) for k in ids[lo : lo + size]]
                 feat, es, offsets, _ = _union(wins)
-                h = self.encoder(self._features(feat), es)
+                h = self.encoder(self._features(feat), [e.to(self.device) for e in es])
                 for w, off in zip(wins, offsets):
                     emb[w.index] = h[off : off + w.num_local]
-        scores = lambda e: self.head.pair_scores(e).numpy()  # noqa: E731
+        scores = lambda e: self.head.pair_scores(e).cpu().numpy()  # noqa: E731
         return evaluate_link_windows(self.windows, emb, scores, self.mode, self.config.eval, self._cands)
 
 
-def _worker(rank: int, world: int, config: Config, out: str, port: int, threads: int, layout: str) -> None:
+def _worker(
+    rank: int, world: int, config: Config, out: str, port: int, threads: int, layout: str, device: str = "cpu"
+) -> None:
     import torch
     import torch.distributed as dist
 
     torch.set_num_threads(threads)
+    if device == "cuda":
+        torch.cuda.set_device(rank)
     if world > 1:
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-        dist.init_process_group("gloo", rank=rank, world_size=world)
-    runner = Runner(config, rank, world, layout)
+        dist.init_process_group("nccl" if device == "cuda" else "gloo", rank=rank, world_size=world)
+    runner = Runner(config, rank, world, layout, device)
     history = []
     out_dir = Path(out)
     metrics = (out_dir / "metrics.jsonl").open("w") if rank == 0 else None
@@ -275,6 +290,7 @@ def summarize(config: Config, runner: Runner, history: list[dict], world: int) -
         "model": config.model.name,
         "schedule": "psg",
         "devices": world,
+        "device": str(runner.device.type),
         "windows": {s: int(len(v)) for s, v in runner.windows.splits.items()},
         "eval_candidates": runner.mode,
         "epochs": len(history),
@@ -286,18 +302,33 @@ def summarize(config: Config, runner: Runner, history: list[dict], world: int) -
     }
 
 
-def run(config: Config, out_dir: str | Path, procs: int = 1, threads: int = 1, layout: str = "full") -> dict:
-    """Train ``config`` with PyG-Temporal + DDP on ``procs`` CPU processes, windows in ``layout``
-    (see the module doc); returns the summary."""
+def run(
+    config: Config,
+    out_dir: str | Path,
+    procs: int = 1,
+    threads: int = 1,
+    layout: str = "full",
+    device: str = "cpu",
+) -> dict:
+    """Train ``config`` with PyG-Temporal + DDP on ``procs`` processes (CPU, or one GPU each with
+    ``device="cuda"``), windows in ``layout`` (see the module doc); returns the summary."""
+    import torch
     import torch.multiprocessing as mp
 
     if layout not in LAYOUTS:
         raise UserError(f"unknown --layout {layout!r}: choose one of {', '.join(LAYOUTS)}")
+    if device not in DEVICES:
+        raise UserError(f"unknown --device {device!r}: choose one of {', '.join(DEVICES)}")
+    if device == "cuda" and torch.cuda.device_count() < procs:
+        raise UserError(
+            f"--device cuda --procs {procs} needs {procs} GPU(s) but torch sees {torch.cuda.device_count()}: "
+            "use fewer processes, or --device cpu"
+        )
     check_supported(config)  # before the run's folder exists
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     dump_config(config, out / "config.yaml")
-    args = (procs, config, str(out), _free_port(), threads, layout)
+    args = (procs, config, str(out), _free_port(), threads, layout, device)
     if procs == 1:
         _worker(0, *args)
     else:
@@ -309,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--config", default=None, help="our YAML config (default: the embedded default)")
     p.add_argument("--out", required=True, help="run directory (metrics.jsonl, summary.json)")
-    p.add_argument("--procs", type=int, default=2, help="DDP processes (gloo)")
+    p.add_argument("--procs", type=int, default=2, help="DDP processes (gloo on CPU, NCCL on GPU)")
     p.add_argument("--threads", type=int, default=1, help="torch threads per process")
     p.add_argument(
         "--layout",
@@ -318,9 +349,12 @@ def main(argv: list[str] | None = None) -> int:
         help="full: each window on the whole node set, one after the other (PyG-T's usual loop); "
         "packed: active nodes + background node, a rank's windows as one disjoint union",
     )
+    p.add_argument(
+        "--device", choices=DEVICES, default="cpu", help="cpu, or cuda: one GPU per process (NCCL)"
+    )
     p.add_argument("overrides", nargs="*", help="key=value config overrides")
     a = p.parse_args(argv)
     config = load_config(a.config, a.overrides)
-    summary = run(config, a.out, a.procs, a.threads, a.layout)
+    summary = run(config, a.out, a.procs, a.threads, a.layout, a.device)
     print(json.dumps({k: summary[k] for k in ("best", "median_epoch_seconds")}), file=sys.stderr)
     return 0

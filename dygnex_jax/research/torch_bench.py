@@ -80,9 +80,14 @@ def run_case(system: str, model: str, dataset: str, seed: int, args, work: Path)
         f"schedule.method={variant if kind.startswith('ours') else 'psg'}",
         *args.override,
     ]
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    }
+    gpu = getattr(args, "device", "cpu") == "cuda"
     if kind == "ours":
-        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={args.procs}"
+        if not gpu:  # on a GPU machine JAX's default platform holds the devices
+            env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={args.procs}"
         cmd = [sys.executable, "-m", "dygnex_jax", "train", "--config", config_of(dataset), "--out", str(out)]
         cmd += [*overrides, f"parallel.devices={args.procs}"]
     elif kind == "ours2p":  # P processes x 1 device (multi-host on one machine), as DDP runs P processes
@@ -92,6 +97,7 @@ def run_case(system: str, model: str, dataset: str, seed: int, args, work: Path)
     else:
         cmd = [sys.executable, "tools/torch_baseline.py", "--config", config_of(dataset), "--out", str(out)]
         cmd += ["--procs", str(args.procs), "--threads", str(args.threads), "--layout", variant, *overrides]
+        cmd += ["--device", "cuda"] if gpu else []
     if kind.startswith("ours"):  # a compilation cache of this case alone: the first run is cold
         cache = work / f"cache-{kind}-{variant}-{model}-{dataset}-{seed}"
         env["DYGNEX_CACHE"] = str(cache)

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# One GPU session's measurements, in one prepared command (a lent GPU machine is short of time, not of
+# memory): the environment, a smoke run of our trainer on the GPU, the PyG-T parity tests with our side on
+# the GPU, and tools/bench_torch.py --device cuda case by case (ours with DyGNeX-G and PSG on one GPU,
+# PyG-T on the same GPU, whole node set and our layout), each case appended to one JSON as it finishes,
+# none started after the deadline.
+#
+#   DYGNEX_DATA=/path/to/datasets bash tools/gpu_session.sh OUT_DIR [DEADLINE_S] [EPOCHS] [CASE ...]
+#
+# OUT_DIR gets log.txt (everything), env.txt, bench_torch_gpu.json (+ .png) and parity.txt. The cases
+# default to the README's PyG-T table's six, the costliest for PyG-T last.
+set -u
+out=${1:?usage: gpu_session.sh OUT_DIR [DEADLINE_S] [EPOCHS] [CASE ...]}
+deadline=${2:-420}
+epochs=${3:-3}
+shift $(($# < 3 ? $# : 3))
+cases=("$@")
+if [ ${#cases[@]} -eq 0 ]; then
+    cases=(egcn_o:uci_collegemsg tgcn:uci_collegemsg egcn_o:bitcoin_otc gcrn_gru:bitcoin_otc
+        tgcn:bitcoin_otc gcrn_gru:uci_collegemsg)
+fi
+mkdir -p "$out"
+start=$(date +%s)
+left() { echo $((deadline - ($(date +%s) - start))); }
+export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
+{
+    echo "== environment $(date -u +%FT%TZ)"
+    nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv 2>&1
+    python3 -c 'import jax, flax, optax, numpy; print("jax", jax.__version__, jax.devices(), "flax", flax.__version__, "optax", optax.__version__, "numpy", numpy.__version__)' 2>&1
+    python3 -c 'import torch, torch_geometric; print("torch", torch.__version__, torch.cuda.get_device_name(0), "pyg", torch_geometric.__version__)' 2>&1
+    uptime
+} > "$out/env.txt" 2>&1
+cat "$out/env.txt"
+
+echo "== smoke: train the embedded default on the GPU ($(left) s left)"
+smoke=$(mktemp -d)/smoke
+timeout 240 python3 -m dygnex_jax train --out "$smoke" train.epochs=2 2>&1 | tail -n 25
+smoke_rc=${PIPESTATUS[0]}
+echo "smoke exit $smoke_rc"
+[ -f "$smoke/summary.json" ] && python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print({k: s.get(k) for k in ('final','compilations','compile_seconds_ahead','mean_padding_efficiency','median_epoch_seconds')})" "$smoke/summary.json"
+
+echo "== parity with PyG-T, our side on the GPU ($(left) s left)"
+JAX_PLATFORMS=${GPU_SESSION_DEVICE:-cuda} timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_parity.py \
+    -k "parity_with_pyg_temporal or runner_loss" 2>&1 | tail -n 40 | tee "$out/parity.txt"
+
+systems=(ours:dygnex_g ours:psg torch:full torch:packed)
+[ "$smoke_rc" -eq 0 ] || systems=(torch:full torch:packed)  # our trainer failed here: PyTorch's figures alone
+for case in "${cases[@]}"; do
+    t=$(left)
+    if [ "$t" -lt 60 ]; then
+        echo "== $case: not started ($t s left before the deadline)"
+        continue
+    fi
+    echo "== $case ($t s left)"
+    timeout "$t" python3 tools/bench_torch.py --device "${GPU_SESSION_DEVICE:-cuda}" --procs 1 --epochs "$epochs" --seeds 0 \
+        --cases "$case" --systems "${systems[@]}" --json "$out/bench_torch_gpu.json" --append 2>&1 | tail -n 30
+done
+echo "== done after $(( $(date +%s) - start )) s"
