@@ -29,6 +29,7 @@ import tempfile
 from pathlib import Path
 
 from dygnex_jax.errors import ArgumentParser
+from dygnex_jax.files import atomic_write_text
 from dygnex_jax.research.torch_bench import (
     DEFAULT_CASES,
     SYSTEMS,
@@ -100,16 +101,16 @@ def main(argv=None) -> int:
                     rows.append(row)
                 for system in a.systems if i == 0 else a.seed_systems:
                     row[system] = run_case(system, model, dataset, seed, a, work)
-                row["speedup"] = speedups(row)
-                row["cpu_speedup"] = speedups(row, "epoch_cpu_seconds")
-                row["speedup_2p"] = speedups(row, ref="ours2p:dygnex_g")
-                row["cpu_speedup_2p"] = speedups(row, "epoch_cpu_seconds", "ours2p:dygnex_g")
+                    row["speedup"] = speedups(row)
+                    row["cpu_speedup"] = speedups(row, "epoch_cpu_seconds")
+                    row["speedup_2p"] = speedups(row, ref="ours2p:dygnex_g")
+                    row["cpu_speedup_2p"] = speedups(row, "epoch_cpu_seconds", "ours2p:dygnex_g")
+                    if path:  # after every system: a run stopped later keeps what finished
+                        atomic_write_text(path, json.dumps(rows, indent=1))
                 print(
                     json.dumps({k: row[k] for k in ("model", "dataset", "seed", "speedup", "speedup_2p")}),
                     file=sys.stderr,
                 )
-                if path:
-                    path.write_text(json.dumps(rows, indent=1))
     cases = list(dict.fromkeys(f"{r['model']}:{r['dataset']}" for r in rows))
     systems = [s for s in SYSTEMS if any(s in r for r in rows)]
     print(table(rows, cases, systems))
