@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # One GPU session's measurements, in one prepared command (a lent GPU machine is short of time, not of
 # memory): the environment, a smoke run of our trainer on the GPU, the PyG-T parity tests with our side on
-# the GPU, and tools/bench_torch.py --device cuda case by case (ours with DyGNeX-G and PSG on one GPU,
-# PyG-T on the same GPU, whole node set and our layout), each case appended to one JSON as it finishes,
-# none started after the deadline.
+# the GPU, the step's compilation time under XLA:GPU settings, then tools/bench_torch.py --device cuda
+# case by case (ours with DyGNeX-G and PSG on one GPU, PyG-T on the same GPU, whole node set and our
+# layout), each case appended to one JSON, none started after the deadline.
 #
 #   DYGNEX_DATA=/path/to/datasets bash tools/gpu_session.sh OUT_DIR [DEADLINE_S] [EPOCHS] [CASE ...]
 #
@@ -44,6 +44,13 @@ echo "smoke exit $smoke_rc"
 echo "== parity with PyG-T, our side on the GPU ($(left) s left)"
 JAX_PLATFORMS=${GPU_SESSION_DEVICE:-cuda} timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_parity.py \
     -k "parity_with_pyg_temporal or runner_loss" 2>&1 | tail -n 40 | tee "$out/parity.txt"
+
+echo "== compilation time by XLA:GPU setting: one EGCN-O UCI epoch, no compilation cache ($(left) s left)"
+for flags in "" "--xla_gpu_autotune_level=0" "--xla_gpu_enable_triton_gemm=false"; do
+    run=$(mktemp -d)/compile
+    XLA_FLAGS="$flags" timeout 150 python3 -m dygnex_jax train --config configs/egcn_o_uci.yaml --out "$run" \
+        train.epochs=1 parallel.compile_cache=off 2>&1 | grep -E "compiled training step|^epoch" | sed "s|^|[${flags:-default}] |"
+done
 
 systems=(ours:dygnex_g torch:full torch:packed ours:psg)
 [ "$smoke_rc" -eq 0 ] || systems=(torch:full torch:packed)  # our trainer failed here: PyTorch's figures alone
