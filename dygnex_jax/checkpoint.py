@@ -29,8 +29,7 @@ set of compiled shape budgets (a step may run on a larger compiled budget; float
 padding by ~1e-7) and the epoch reproduces the remaining epochs bit for bit. Granularity is one epoch:
 a run killed in the middle of an epoch restarts that epoch from the last checkpoint.
 
-Test hook: ``runlock.pause_point`` at ``save-start``, ``save-state``, ``save-meta`` and ``save-commit``
-(inert unless ``DYGNEX_TEST_PAUSE`` names one).
+Test hook: ``runlock.pause_point`` at ``save-start``, ``-state``, ``-meta``, ``-commit`` (``DYGNEX_TEST_PAUSE``).
 """
 
 from __future__ import annotations
@@ -42,6 +41,7 @@ import os
 import re
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import jax
@@ -63,10 +63,7 @@ _NAME = re.compile(r"^epoch_(\d{6,})$")
 # Config keys a resumed run may change: they do not alter the epochs already run (learning_rate does
 # alter the ones to come: the way out after a non-finite step).
 RESUMABLE_CHANGES = (
-    "train.epochs",
-    "train.checkpoint_every",
-    "train.keep_checkpoints",
-    "train.on_nonfinite",
+    *("train.epochs", "train.checkpoint_every", "train.keep_checkpoints", "train.on_nonfinite"),
     "train.learning_rate",
     "parallel.compile_cache",
     "parallel.prefetch",
@@ -377,15 +374,17 @@ def resume_config(run_dir: str | Path, config_path: str | None, overrides: list[
 
 
 def _restore_config(run: Path, ckpt) -> bool:
-    """Write ``run/config.yaml`` back from the checkpoint's config (a note on stderr); False, with nothing
-    written, when that config does not load here (an older version's keys)."""
+    """Write ``run/config.yaml`` back from the checkpoint's config (a note on stderr); False, nothing
+    written (checked in a temp folder first), when that config does not load here (older keys)."""
     path = run / "config.yaml"
-    atomic_write_text(path, yaml.safe_dump(ckpt.meta["config"], sort_keys=False))
-    try:
-        load_config(path)
-    except UserError:
-        path.unlink(missing_ok=True)
-        return False
+    text = yaml.safe_dump(ckpt.meta["config"], sort_keys=False)
+    with tempfile.TemporaryDirectory(prefix="dygnex-restore-") as tmp:  # checked before the run sees it
+        (probe := Path(tmp) / "config.yaml").write_text(text, encoding="utf-8")
+        try:
+            load_config(probe)
+        except UserError:
+            return False
+    atomic_write_text(path, text)
     print(f"{path} was missing: restored from the checkpoint of epoch {ckpt.epoch}", file=sys.stderr)
     return True
 
