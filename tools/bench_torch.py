@@ -85,6 +85,10 @@ def main(argv=None) -> int:
     )
     p.add_argument("override", nargs="*", help="extra key=value overrides for both systems")
     a = p.parse_args(argv)
+    if a.device == "cuda" and a.systems == list(SYSTEMS):  # the default set: every system a GPU runs
+        a.systems = [x for x in SYSTEMS if not x.startswith("ours2p")]
+    if a.device == "cuda" and any(x.startswith("ours2p") for x in [*a.systems, *a.seed_systems]):
+        p.error("ours2p (P processes on one host's devices) is a CPU system: drop it with --device cuda")
     path = Path(a.json) if a.json else None
     rows = json.loads(path.read_text()) if path and (a.append or a.table_only) and path.exists() else []
     with tempfile.TemporaryDirectory() as tmp:
