@@ -379,7 +379,7 @@ def _restore_config(run: Path, ckpt) -> bool:
     path = run / "config.yaml"
     text = yaml.safe_dump(ckpt.meta["config"], sort_keys=False)
     with tempfile.TemporaryDirectory(prefix="dygnex-restore-") as tmp:  # checked before the run sees it
-        (probe := Path(tmp) / "config.yaml").write_text(text, encoding="utf-8")
+        probe = atomic_write_text(Path(tmp) / "config.yaml", text)
         try:
             load_config(probe)
         except UserError:

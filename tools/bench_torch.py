@@ -41,7 +41,7 @@ from dygnex_jax.research.torch_bench import (
 )
 
 
-def main(argv=None) -> int:
+def parser() -> ArgumentParser:
     p = ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cases", nargs="*", default=DEFAULT_CASES, help="model:dataset pairs")
     p.add_argument(
@@ -84,6 +84,11 @@ def main(argv=None) -> int:
         help="cpu: P fake devices / P CPU processes; cuda: ours on JAX's GPU devices, PyTorch one GPU per process",
     )
     p.add_argument("override", nargs="*", help="extra key=value overrides for both systems")
+    return p
+
+
+def main(argv=None) -> int:
+    p = parser()
     a = p.parse_args(argv)
     if a.device == "cuda" and a.systems == list(SYSTEMS):  # the default set: every system a GPU runs
         a.systems = [x for x in SYSTEMS if not x.startswith("ours2p")]
