@@ -276,23 +276,23 @@ class ParallelConfig:
     # operators do not read the recurrent state); "last" = the last offset's edges alone (EvolveGCN-O,
     # whose output reads no other); "auto" = the cheapest the model allows.
     layout: str = key("auto", choices=LAYOUT_CHOICES)
-    # planned: the budgets are fitted to the schedules of epochs 1..N (0 = every epoch of the run). Long
-    # runs that may stop early (train.patience) need not schedule hundreds of epochs before the first:
-    # later epochs are scheduled when due and a step that no planned budget holds runs on its bucket
-    # (counted in summary.json "overflow_steps").
+    # planned: the budgets are fitted to the schedules of epochs 1..N (0 = every epoch of the run). Runs
+    # that may stop early (train.patience) need not schedule hundreds of epochs before the first: later
+    # ones are scheduled when due; a step no planned budget holds runs on its bucket ("overflow_steps").
     plan_epochs: int = key(0, "[0, inf)")
+    # planned: XLA compilations at once (threads; priced in rounds, padding.compile_rounds). 1: one
+    # at a time; on the 2-core CPU one already keeps 1.4 cores busy (tools/bench_compile.py: 2 = 0.95x).
+    compile_workers: int = key(1, "[1, 64]")
     max_budgets: int = key(4, "[1, 64]")  # planned: at most this many training budgets (compilations) per run
     # JAX's persistent compilation cache: "auto" (a per-user folder: $DYGNEX_CACHE, else
     # $XDG_CACHE_HOME/dygnex_jax/xla, else ~/.cache/dygnex_jax/xla), "off", or a folder. A second run
     # of the same shapes (another seed, scheduling variant, resume) skips XLA compilation.
     compile_cache: str = key("auto", free="auto, off or a folder (compile_cache.py checks it)")
-    # Planned: nodes, edges and pairs rounded up to a multiple of this.
-    budget_align: int = key(8, "[1, 4096]")
-    # Padded budgets are rounded up to a geometric grid with this ratio.
-    bucket_ratio: float = key(1.25, "(1, inf)")
+    budget_align: int = key(8, "[1, 4096]")  # planned: nodes, edges and pairs rounded up to a multiple
+    bucket_ratio: float = key(1.25, "(1, inf)")  # padded budgets rounded up to a geometric grid of ratio
     min_bucket: int = key(64, "[1, 1048576]")  # smallest budget of every padded dimension
-    # Run a step on an already-compiled larger budget when its padded work is at most this fraction
-    # above the step's own bucket: fewer compilations for a little padding (0 = never; inf = always).
+    # Run a step on a compiled larger budget when its padded work is at most this fraction above the
+    # step's own bucket (0 = never; inf = always).
     reuse_slack: float = key(0.25, "[0, inf]")
     # A compilation's price in steps. planned: a budget more is worth it only if it saves this many
     # average steps of padded work. buckets: rent a larger compiled budget rather than compile a new one
@@ -310,8 +310,8 @@ class ParallelConfig:
     micro_batches: int = key(0, "[0, inf)")
     # schedule.method=vertex: node ranges by "contiguous" count, or balanced by "degree" (1 + in-degree).
     vertex_balance: str = key("contiguous", choices=("contiguous", "degree"))
-    # Training steps packed and placed on the devices ahead of the running step, by a background
-    # thread, so that host packing overlaps the device's work (0 = pack each step when it is due).
+    # Training steps packed and placed on the devices ahead of the running step by a background thread
+    # (host packing overlaps the device's work; 0 = pack each step when it is due).
     prefetch: int = key(1, "[0, 64]")
     # Memory one device may use for a training step, in GiB (XLA's buffers of the compiled step; 0 =
     # auto: 90 % of what an accelerator reports, on CPU half the memory available at start shared by

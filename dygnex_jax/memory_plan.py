@@ -52,15 +52,23 @@ def set_accumulate(trainer, k: int) -> None:
 def compile_budget(trainer, budget: Budget):
     """The train step (``accumulate`` > 1: its micro-step) compiled for ``budget``; its bytes per device
     recorded in ``trainer.step_bytes``."""
+    return record_bytes(trainer, budget, lower_budget(trainer, budget).compile())
+
+
+def lower_budget(trainer, budget: Budget):
+    """``compile_budget`` up to XLA: the lowered step (``record_bytes`` of its ``.compile()`` finishes it)."""
     t = trainer
     host = _empty_batch(t, budget)
     if t.accumulate > 1:
         sums = parallel.zero_sums(t.mesh, t.params)
-        ex = parallel.compile_step(t.train_step.accumulate, t.params, sums, t.mesh, host)
-    else:
-        ex = parallel.compile_step(t.train_step, t.params, t.opt_state, t.mesh, host)
-    t.step_bytes[budget] = parallel.step_bytes(ex) or 0.0
-    return ex
+        return parallel.lower_step(t.train_step.accumulate, t.params, sums, t.mesh, host)
+    return parallel.lower_step(t.train_step, t.params, t.opt_state, t.mesh, host)
+
+
+def record_bytes(trainer, budget: Budget, executable):
+    """``executable`` (``budget``'s compiled step), its bytes per device recorded in ``trainer.step_bytes``."""
+    trainer.step_bytes[budget] = parallel.step_bytes(executable) or 0.0
+    return executable
 
 
 def packing_bytes(trainer) -> float:

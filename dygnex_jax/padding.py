@@ -152,6 +152,14 @@ def cheapest_holding(need: Budget, budgets, window: int, layout: str, weights: n
 _PLAN_MAX_NEEDS = 1500
 
 
+def compile_rounds(k, workers: int = 1, traced: float = 0.0):
+    """What compiling ``k`` budgets costs, in compilations: XLA compiles ``workers`` at once, the
+    ``traced`` share of each (tracing and lowering, Python) runs one after another:
+    ``traced * k + (1 - traced) * ceil(k / workers)`` (``k`` with one worker)."""
+    k = np.asarray(k, np.float64)
+    return traced * k + (1.0 - traced) * np.ceil(k / max(int(workers), 1))
+
+
 def plan_budgets(
     needs: list[Budget],
     window: int,
@@ -161,14 +169,16 @@ def plan_budgets(
     compile_price: float,
     max_budgets: int,
     align: int = 8,
+    workers: int = 1,
+    traced: float = 0.0,
 ) -> list[Budget]:
     """A few budgets that hold every step need, chosen to minimise padded work + ``compile_price`` x
-    the number of budgets.
+    ``compile_rounds`` of the number of budgets (``workers``, ``traced``: see there).
 
     The needs (aligned, with one window count: the largest) are sorted by padded cost; a budget serves a
     run of consecutive needs in that order and is their element-wise maximum. The partition into at
     most ``max_budgets`` runs is optimal for that order (dynamic programming over run ends); the
-    number of runs is the one that minimises Σ_steps cost(its budget) + compile_price x runs.
+    number of runs is the one that minimises Σ_steps cost(its budget) + compile_price x rounds(runs).
     Deterministic: the same needs give the same budgets on every process.
 
     Returns the budgets sorted by cost (cheapest first); [] for no needs.
@@ -207,7 +217,7 @@ def plan_budgets(
             cand = best[g - 1, :j] + group_cost[:j, j - 1]
             i = int(np.argmin(cand))
             best[g, j], back[g, j] = cand[i], i
-    totals = best[1:, n] + compile_price * np.arange(1, g_max + 1)
+    totals = best[1:, n] + compile_price * compile_rounds(np.arange(1, g_max + 1), workers, traced)
     g = int(np.argmin(totals)) + 1
     budgets, j = [], n
     while g > 0:

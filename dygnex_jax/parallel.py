@@ -264,12 +264,18 @@ def compile_step(step, params, opt_state, mesh: Mesh, host_batch: dict[str, np.n
     process's rows [L, ...], as ``shard_batch`` takes them). Returns the compiled executable, called
     like ``step`` with batches of that shape (no tracing, no compilation at the call). ``step`` may
     be a train step's ``accumulate`` (then ``opt_state`` stands for its sums)."""
+    return lower_step(step, params, opt_state, mesh, host_batch).compile()
+
+
+def lower_step(step, params, opt_state, mesh: Mesh, host_batch: dict[str, np.ndarray]):
+    """``compile_step`` up to XLA: the traced and lowered step (``.compile()`` finishes it; XLA's part,
+    which runs outside Python's lock, so several may compile at once on threads)."""
     sharding = NamedSharding(mesh, P(AXIS))
     abstract = {
         k: jax.ShapeDtypeStruct((mesh.size, *v.shape[1:]), v.dtype, sharding=sharding)
         for k, v in host_batch.items()
     }
-    return step.lower(params, opt_state, abstract).compile()
+    return step.lower(params, opt_state, abstract)
 
 
 def step_bytes(compiled) -> float | None:

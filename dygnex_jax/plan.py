@@ -57,6 +57,7 @@ from .step_cost import (  # noqa: F401  (re-exported: the trainer, simulator and
     DEFAULT_COMPILE_SECONDS,
     LivePricer,
     StepSeconds,
+    compile_parallelism,
     compile_price,
     compile_seconds,
     compile_steps,
@@ -76,6 +77,7 @@ def planned_budgets(
     planned step's need, at most ``parallel.max_budgets``, a compilation priced by ``compile_price``."""
     if not needs:
         return []
+    workers, traced = compile_parallelism(step_seconds)
     return plan_budgets(
         needs,
         window,
@@ -84,6 +86,8 @@ def planned_budgets(
         compile_price=compile_price(needs, config, window, layout, weights, step_seconds),
         max_budgets=config.parallel.max_budgets,
         align=config.parallel.budget_align,
+        workers=workers,
+        traced=traced,
     )
 
 
@@ -137,7 +141,7 @@ def plan(
         layout,
         scheduler_settings(settings),  # snapshot / vertex: the psg steps they split
         planned_epochs(config) if planned else [1],
-        step_seconds=step_seconds_fn(model, ws.window, layout, slowdown),
+        step_seconds=step_seconds_fn(model, ws.window, layout, slowdown, config.parallel.compile_workers),
     )
     sched = run.schedules[1]
     loads = step_loads(costs, sched)

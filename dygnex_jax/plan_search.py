@@ -13,12 +13,21 @@ import time
 import numpy as np
 
 from .config import Config
-from .padding import Budget, cheapest_holding, device_need, layout_view, padded_cost, plan_budgets, step_need
+from .padding import (
+    Budget,
+    cheapest_holding,
+    compile_rounds,
+    device_need,
+    layout_view,
+    padded_cost,
+    plan_budgets,
+    step_need,
+)
 from .schedule import Schedule, cost_weights, schedule
 from .schedule.base import repeated
 from .schedule.greedy import FIXED_STEPS, SHRINK_WORK, balance_epoch
 from .schedule.ilp import improve_schedule
-from .step_cost import compile_prices
+from .step_cost import compile_parallelism, compile_prices
 
 
 def scheduler_costs(ws, config: Config, layout: str) -> np.ndarray:
@@ -185,6 +194,7 @@ class _Planner:
             self.price, self.compile_s = compile_prices(
                 flat, self.config, w, layout, weights, self.step_seconds
             )
+        workers, traced = compile_parallelism(self.step_seconds)
         budgets = plan_budgets(
             flat,
             w,
@@ -193,13 +203,16 @@ class _Planner:
             compile_price=self.price,
             max_budgets=p.max_budgets,
             align=p.budget_align,
+            workers=workers,
+            traced=traced,
         )
+        rounds = float(compile_rounds(len(budgets), workers, traced))
         paid = [cheapest_holding(n, budgets, w, layout, weights) for n in flat]
-        cost = sum(padded_cost(b, w, layout, weights) for b in paid) + self.price * len(budgets)
+        cost = sum(padded_cost(b, w, layout, weights) for b in paid) + self.price * rounds
         if self.step_seconds is None:
             return budgets, cost, None
         steps = sum(count * self.step_seconds(b) for b, count in collections.Counter(paid).items())
-        return budgets, cost, steps + self.compile_s * len(budgets)
+        return budgets, cost, steps + self.compile_s * rounds
 
 
 def plan_run(

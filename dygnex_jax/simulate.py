@@ -152,7 +152,9 @@ def charged_budgets(inst: Instance, method: str, p: int, setup: Setup) -> dict:
         layout,
         settings,
         sorted({*horizon, setup.epoch}),
-        step_seconds=planning.step_seconds_fn(setup.model, w, layout, setup.device_slowdown(p)),
+        step_seconds=planning.step_seconds_fn(
+            setup.model, w, layout, setup.device_slowdown(p), config.parallel.compile_workers
+        ),
     )
     scheds, needs, budgets = run.schedules, run.needs, run.budgets
     mine = needs[setup.epoch]

@@ -61,6 +61,12 @@ AUTO_FALLBACK_STEPS = 1.0
 DEFAULT_COMPILE_SECONDS = 1.5
 
 
+# The share of a training-step compilation that is tracing and lowering (Python, one budget after
+# another); the rest, XLA's, runs on parallel.compile_workers threads at once. Measured by
+# tools/bench_compile.py: EvolveGCN-O at 8 fake devices on the 2-core CPU, 14 %.
+TRACE_SHARE = 0.15
+
+
 def shared_cores(devices: int, cores: int | None, backend: str = "cpu") -> float:
     """How many times slower each device runs than the cost model predicts for a device of its own:
     ``devices`` fake CPU devices of one process share the host's ``cores`` (P / C when P > C); 1 for
@@ -92,6 +98,7 @@ class StepSeconds:
     window: int
     layout: str
     slowdown: float = 1.0
+    compile_workers: int = 1  # XLA compilations at once (parallel.compile_workers)
 
     def __call__(self, budget: Budget, alone: bool = False) -> float:
         """Predicted seconds of a step on ``budget`` (``alone``: no next step packed beside it)."""
@@ -116,9 +123,22 @@ class LivePricer:
     def compile_seconds(self) -> float | None:
         return self.source().compile_seconds
 
+    @property
+    def compile_workers(self) -> int:
+        return self.source().compile_workers
 
-def step_seconds_fn(model: CostModel, window: int, layout: str, slowdown: float = 1.0) -> StepSeconds:
-    return StepSeconds(model, window, layout, slowdown)
+
+def step_seconds_fn(
+    model: CostModel, window: int, layout: str, slowdown: float = 1.0, workers: int = 1
+) -> StepSeconds:
+    return StepSeconds(model, window, layout, slowdown, workers)
+
+
+def compile_parallelism(step_seconds=None) -> tuple[int, float]:
+    """(workers, traced share) compilations are priced with (``padding.compile_rounds``): the pricer's
+    ``compile_workers``, one at a time without a pricer; ``TRACE_SHARE`` of each runs one at a time."""
+    workers = int(getattr(step_seconds, "compile_workers", 1) or 1)
+    return workers, TRACE_SHARE if workers > 1 else 0.0
 
 
 def compile_seconds(config: Config, step_seconds=None) -> float:

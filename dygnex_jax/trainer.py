@@ -94,6 +94,7 @@ class Trainer:
         model, self.cost_note = pricing.resolve(self, cost_model)  # schedule.cost_model, or the run's own
         self.set_cost_model(model)
         self._slowdown: float | None = None  # see ``slowdown``
+        self.compile_workers = c.parallel.compile_workers  # XLA compilations at once (threads)
         # Budget -> predicted seconds of a training step, with the compile seconds (live: a refit changes it)
         self.step_seconds = planning.LivePricer(lambda: self.pricer)
         self.packer = Packer(
@@ -180,7 +181,9 @@ class Trainer:
     @property
     def pricer(self) -> planning.StepSeconds:
         """``Budget -> predicted seconds`` (the cost model x ``slowdown``) with its compile seconds."""
-        return planning.step_seconds_fn(self.cost_model, self.windows.window, self.layout, self.slowdown)
+        return planning.step_seconds_fn(
+            self.cost_model, self.windows.window, self.layout, self.slowdown, self.compile_workers
+        )
 
     def refit_cost_model(self) -> CostModel | None:
         """Fit the cost model on the step times measured so far (``cost.refit``: steps beside the
@@ -310,19 +313,22 @@ class Trainer:
         self.compile_seconds += seconds
         return seconds
 
-    def compile_todo(self, log=None) -> None:
-        """Compile the planned budgets not compiled yet (``compile_planned``)."""
-        todo = [b for b in self.plan_budgets(log) if b not in self._executables]
-        for i, budget in enumerate(todo):
-            t0 = time.perf_counter()
-            self._executables[budget] = memory_plan.compile_budget(self, budget)
-            self.packer.compiled.add(budget)
-            if log:
-                log(
-                    f"compiled training step {i + 1}/{len(todo)} (budget nodes {budget.nodes}, edges "
-                    f"{budget.edges}, pairs {budget.pairs}, windows {budget.windows}) in "
-                    f"{time.perf_counter() - t0:.1f} s"
-                )
+    def compile_todo(self, log=None) -> tuple[float, float]:
+        """Compile the planned budgets not compiled yet (``compile_planned``): traced one at a time (Python),
+        then compiled by XLA on up to ``compile_workers`` threads at once. Returns the seconds of both."""
+        todo, start = [b for b in self.plan_budgets(log) if b not in self._executables], time.perf_counter()
+        lowered, t0 = [memory_plan.lower_budget(self, b) for b in todo], time.perf_counter()
+        with ThreadPoolExecutor(max(1, min(self.compile_workers, len(todo))), "dygnex-compile") as pool:
+            for i, (budget, ex) in enumerate(zip(todo, pool.map(lambda low: low.compile(), lowered))):
+                self._executables[budget] = memory_plan.record_bytes(self, budget, ex)
+                self.packer.compiled.add(budget)
+                if log:
+                    log(
+                        f"compiled training step {i + 1}/{len(todo)} (budget nodes {budget.nodes}, edges "
+                        f"{budget.edges}, pairs {budget.pairs}, windows {budget.windows}), "
+                        f"{time.perf_counter() - t0:.1f} s after tracing"
+                    )
+        return t0 - start, time.perf_counter() - t0
 
     def restore_plan(self, budgets: list[Budget], compose: str, accumulate: int = 1) -> None:
         """Take a checkpoint's planned budgets, composition and micro-steps per update; schedules planned

@@ -10,6 +10,7 @@ from dygnex_jax.padding import (
     aligned,
     bucketed,
     cheapest_holding,
+    compile_rounds,
     device_need,
     efficiency,
     padded_cost,
@@ -77,11 +78,18 @@ def test_plan_holds_every_need_and_is_optimal_among_ordered_partitions():
     for layout in ("flat", "scan"):
         free = plan_budgets(needs, 5, layout, w, compile_price=0.0, max_budgets=64, align=1)
         assert sorted(b.as_tuple() for b in free) == sorted({n.as_tuple() for n in needs})
-        for price, g_max in [(0.0, 3), (500.0, 4), (1e9, 4)]:
-            plan = plan_budgets(needs, 5, layout, w, compile_price=price, max_budgets=g_max, align=1)
+        for price, g_max, workers, traced in [
+            (0.0, 3, 1, 0.0),
+            (500.0, 4, 1, 0.0),
+            (1e9, 4, 1, 0.0),
+            (500.0, 4, 2, 0.2),
+            (2000.0, 4, 3, 0.5),
+        ]:
+            par = {"workers": workers, "traced": traced}
+            plan = plan_budgets(needs, 5, layout, w, compile_price=price, max_budgets=g_max, align=1, **par)
             assert 1 <= len(plan) <= g_max
             assert all(any(b.holds(n) for b in plan) for n in needs)
-            got = _total(needs, plan, 5, layout, w) + price * len(plan)
+            got = _total(needs, plan, 5, layout, w) + price * compile_rounds(len(plan), **par)
             order = sorted(needs, key=lambda b: (padded_cost(b, 5, layout, w), b.as_tuple()))
             best = np.inf
             for g in range(1, g_max + 1):
@@ -91,10 +99,22 @@ def test_plan_holds_every_need_and_is_optimal_among_ordered_partitions():
                         Budget(*np.max([n.as_tuple() for n in order[a:b]], axis=0))
                         for a, b in zip(bounds, bounds[1:])
                     ]
-                    best = min(best, _total(needs, budgets, 5, layout, w) + price * g)
+                    best = min(best, _total(needs, budgets, 5, layout, w) + price * compile_rounds(g, **par))
             assert got <= best + 1e-6
         one = plan_budgets(needs, 5, layout, w, compile_price=1e12, max_budgets=4, align=1)
         assert one == [Budget(*np.max([n.as_tuple() for n in needs], axis=0))]
+
+
+def test_compile_rounds_count_tracing_one_at_a_time_and_xla_in_rounds_of_workers():
+    """One worker (or all of it traced): k compilations; none traced: ceil(k / workers) rounds; between,
+    the traced share adds up and the rest goes in rounds (the hand-computed 0.2 * 5 + 0.8 * 3)."""
+    k = np.arange(1, 10)
+    assert np.array_equal(compile_rounds(k, 1, 0.0), k)
+    assert np.allclose(compile_rounds(k, 1, 0.3), k, rtol=1e-12)
+    assert np.allclose(compile_rounds(k, 4, 1.0), k, rtol=1e-12)
+    assert np.array_equal(compile_rounds(k, 2, 0.0), np.ceil(k / 2))
+    assert compile_rounds(5, 2, 0.2) == pytest.approx(0.2 * 5 + 0.8 * 3)
+    assert np.all(np.diff(compile_rounds(k, 3, 0.2)) >= 0)  # a budget more never costs less
 
 
 def test_plan_is_aligned_deterministic_and_empty_for_no_steps():

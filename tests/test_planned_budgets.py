@@ -13,7 +13,9 @@ from helpers import SMALL, make_trainer, smoke_run
 from dygnex_jax import plan, plan_search
 from dygnex_jax.data.datasets import load_dataset
 from dygnex_jax.data.node_windows import task_windows
+from dygnex_jax.padding import compile_rounds
 from dygnex_jax.schedule.base import REPEATED, repeated
+from dygnex_jax.step_cost import TRACE_SHARE
 
 # the toy graph, 4 devices, 3 epochs planned
 make = functools.partial(make_trainer, base=[*SMALL, "data.neg_mult=2", "train.epochs=3"], devices=4)
@@ -68,6 +70,23 @@ def test_planned_and_bucketed_budgets_train_alike():
     np.testing.assert_allclose(losses[0], losses[1], rtol=2e-5)
     for x, y in zip(jax.tree.leaves(runs[0].params), jax.tree.leaves(runs[1].params)):
         np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-4, atol=1e-6)
+
+
+def test_budgets_compiled_on_threads_train_bit_for_bit_alike():
+    """parallel.compile_workers=3 compiles the planned budgets on threads; at a free compilation (the
+    same plan either way) the run keeps every budget compiled before epoch 1, nothing on demand, and
+    trains the same losses and parameters bit for bit as one compilation at a time."""
+    fixed = ("train.batch_size=6", "schedule.compose=strata", "parallel.compile_steps=0")
+    runs = [make(*fixed, f"parallel.compile_workers={w}") for w in (1, 3)]
+    for r in runs:
+        r.compile_planned()
+    assert runs[0].planned == runs[1].planned and len(runs[1].planned) > 1
+    assert set(runs[1]._executables) == set(runs[1].planned)
+    losses = [[r.train_epoch(e)["loss"] for e in (1, 2)] for r in runs]
+    assert losses[0] == losses[1]
+    assert runs[1].compile_seconds == runs[1].compile_seconds_ahead  # nothing compiled during training
+    for x, y in zip(jax.tree.leaves(runs[0].params), jax.tree.leaves(runs[1].params)):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
 def _kept_name(run) -> str:
@@ -149,6 +168,29 @@ def test_candidates_are_compared_by_predicted_seconds_of_steps_and_compilations(
     assert run.seconds == pytest.approx(steps + 5.0 * len(run.budgets), rel=1e-12)
     assert run.tried[_kept_name(run)] == pytest.approx(run.seconds, rel=1e-12)
     assert run.seconds == min(run.tried.values())  # margin 0: the fastest
+
+
+class _ParallelSeconds(_FlatSeconds):
+    """The same, with compilations on 2 threads: the planner prices k budgets as compile_rounds(k)."""
+
+    compile_workers = 2
+
+
+def test_compilations_on_threads_are_priced_in_rounds():
+    """With 2 compile workers the predicted seconds are the steps plus 5 s x compile_rounds (tracing
+    one at a time, XLA's part in rounds of 2), and never more than the same plan one at a time."""
+    tr = make(
+        "train.batch_size=6",
+        "parallel.compile_steps=-1",
+        "parallel.compile_seconds=0",
+        "schedule.mix_margin=0",
+    )
+    args = (tr.windows, tr.config, tr.n_devices, tr.layout, tr.settings, [1, 2, 3])
+    run = plan.plan_run(*args, step_seconds=_ParallelSeconds())
+    steps = sum(len(n) for n in run.needs.values())
+    rounds = compile_rounds(len(run.budgets), 2, TRACE_SHARE)
+    assert run.seconds == pytest.approx(steps + 5.0 * rounds, rel=1e-12)
+    assert run.seconds <= plan.plan_run(*args, step_seconds=_FlatSeconds()).seconds + 1e-9
 
 
 def _steps(sched) -> list:

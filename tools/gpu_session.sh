@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session's measurements, in one prepared command (a lent GPU machine is short of time, not of
 # memory): the environment, a smoke run of our trainer on the GPU, the PyG-T parity tests with our side on
-# the GPU, the step's compilation time under XLA:GPU settings, then tools/bench_torch.py --device cuda
+# the GPU, the step's compilation time under XLA:GPU settings and on threads, then tools/bench_torch.py --device cuda
 # case by case (ours with DyGNeX-G and PSG on one GPU, PyG-T on the same GPU, whole node set and our
 # layout), each case appended to one JSON, none started after the deadline.
 #
@@ -51,6 +51,10 @@ for flags in "" "--xla_gpu_autotune_level=0" "--xla_gpu_enable_triton_gemm=false
     XLA_FLAGS="$flags" timeout 150 python3 -m dygnex_jax train --config configs/egcn_o_uci.yaml --out "$run" \
         train.epochs=1 parallel.compile_cache=off 2>&1 | grep -E "compiled training step|^epoch" | sed "s|^|[${flags:-default}] |"
 done
+
+echo "== 4 budgets compiled one at a time and on 4 threads (parallel.compile_workers; $(left) s left)"
+timeout 200 python3 tools/bench_compile.py --configs configs/egcn_o_uci.yaml --workers 4 --repeats 1 \
+    --json "$out/bench_compile_gpu.json" 2>&1 | tail -n 4
 
 systems=(ours:dygnex_g torch:full torch:packed ours:psg)
 [ "$smoke_rc" -eq 0 ] || systems=(torch:full torch:packed)  # our trainer failed here: PyTorch's figures alone
