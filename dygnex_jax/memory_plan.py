@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import jax
 import numpy as np
@@ -63,6 +64,16 @@ def lower_budget(trainer, budget: Budget):
         sums = parallel.zero_sums(t.mesh, t.params)
         return parallel.lower_step(t.train_step.accumulate, t.params, sums, t.mesh, host)
     return parallel.lower_step(t.train_step, t.params, t.opt_state, t.mesh, host)
+
+
+def compiled(lowered: list, workers: int):
+    """The executables of ``lowered`` steps, in order: compiled here one after another (1 worker), else
+    by XLA on up to ``workers`` threads at once (its compilation runs outside Python's lock)."""
+    if workers <= 1 or len(lowered) <= 1:
+        yield from (low.compile() for low in lowered)
+        return
+    with ThreadPoolExecutor(min(workers, len(lowered)), "dygnex-compile") as pool:
+        yield from pool.map(lambda low: low.compile(), lowered)
 
 
 def record_bytes(trainer, budget: Budget, executable):

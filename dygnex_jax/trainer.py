@@ -318,16 +318,15 @@ class Trainer:
         then compiled by XLA on up to ``compile_workers`` threads at once. Returns the seconds of both."""
         todo, start = [b for b in self.plan_budgets(log) if b not in self._executables], time.perf_counter()
         lowered, t0 = [memory_plan.lower_budget(self, b) for b in todo], time.perf_counter()
-        with ThreadPoolExecutor(max(1, min(self.compile_workers, len(todo))), "dygnex-compile") as pool:
-            for i, (budget, ex) in enumerate(zip(todo, pool.map(lambda low: low.compile(), lowered))):
-                self._executables[budget] = memory_plan.record_bytes(self, budget, ex)
-                self.packer.compiled.add(budget)
-                if log:
-                    log(
-                        f"compiled training step {i + 1}/{len(todo)} (budget nodes {budget.nodes}, edges "
-                        f"{budget.edges}, pairs {budget.pairs}, windows {budget.windows}), "
-                        f"{time.perf_counter() - t0:.1f} s after tracing"
-                    )
+        for i, (budget, ex) in enumerate(zip(todo, memory_plan.compiled(lowered, self.compile_workers))):
+            self._executables[budget] = memory_plan.record_bytes(self, budget, ex)
+            self.packer.compiled.add(budget)
+            if log:
+                log(
+                    f"compiled training step {i + 1}/{len(todo)} (budget nodes {budget.nodes}, edges "
+                    f"{budget.edges}, pairs {budget.pairs}, windows {budget.windows}), "
+                    f"{time.perf_counter() - t0:.1f} s after tracing"
+                )
         return t0 - start, time.perf_counter() - t0
 
     def restore_plan(self, budgets: list[Budget], compose: str, accumulate: int = 1) -> None:
