@@ -51,4 +51,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from dygnex_jax.errors import run_tool
+
+    sys.exit(run_tool(main))
