@@ -94,7 +94,6 @@ class Trainer:
         model, self.cost_note = pricing.resolve(self, cost_model)  # schedule.cost_model, or the run's own
         self.set_cost_model(model)
         self._slowdown: float | None = None  # see ``slowdown``
-        self.compile_workers = c.parallel.compile_workers  # XLA compilations at once (threads)
         # Budget -> predicted seconds of a training step, with the compile seconds (live: a refit changes it)
         self.step_seconds = planning.LivePricer(lambda: self.pricer)
         self.packer = Packer(
@@ -181,8 +180,9 @@ class Trainer:
     @property
     def pricer(self) -> planning.StepSeconds:
         """``Budget -> predicted seconds`` (the cost model x ``slowdown``) with its compile seconds."""
+        workers = self.config.parallel.compile_workers  # compilations at once, priced in rounds
         return planning.step_seconds_fn(
-            self.cost_model, self.windows.window, self.layout, self.slowdown, self.compile_workers
+            self.cost_model, self.windows.window, self.layout, self.slowdown, workers
         )
 
     def refit_cost_model(self) -> CostModel | None:
@@ -313,12 +313,14 @@ class Trainer:
         self.compile_seconds += seconds
         return seconds
 
-    def compile_todo(self, log=None) -> tuple[float, float]:
+    def compile_todo(self, log=None, workers: int = 0) -> tuple[float, float]:
         """Compile the planned budgets not compiled yet (``compile_planned``): traced one at a time (Python),
-        then compiled by XLA on up to ``compile_workers`` threads at once. Returns the seconds of both."""
+        then compiled by XLA on up to ``workers`` threads at once (0: ``parallel.compile_workers``).
+        Returns the seconds of both."""
         todo, start = [b for b in self.plan_budgets(log) if b not in self._executables], time.perf_counter()
         lowered, t0 = [memory_plan.lower_budget(self, b) for b in todo], time.perf_counter()
-        for i, (budget, ex) in enumerate(zip(todo, memory_plan.compiled(lowered, self.compile_workers))):
+        executables = memory_plan.compiled(lowered, workers or self.config.parallel.compile_workers)
+        for i, (budget, ex) in enumerate(zip(todo, executables)):
             self._executables[budget] = memory_plan.record_bytes(self, budget, ex)
             self.packer.compiled.add(budget)
             if log:

@@ -16,6 +16,7 @@ os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 
 def main(argv=None) -> int:
     from dygnex_jax.config import load_config
+    from dygnex_jax.cost_cache import available_cores
     from dygnex_jax.errors import ArgumentParser
     from dygnex_jax.files import atomic_write_text
     from dygnex_jax.research.compile_bench import measure
@@ -34,7 +35,7 @@ def main(argv=None) -> int:
         config = load_config(path, [*a.set, *fixed])
         res = measure(
             config,
-            a.workers or len(os.sched_getaffinity(0)),
+            a.workers or available_cores(),
             a.repeats,
             log=lambda s: print(s, file=sys.stderr),
         )

@@ -27,8 +27,8 @@ def _arm(trainer, budgets, workers: int) -> dict:
     """Compile ``budgets`` on ``workers`` threads; the seconds of tracing and of compiling apart."""
     load, c0 = os.getloadavg()[0], _cpu()
     trainer._executables.clear()
-    trainer.compile_workers, trainer.planned = workers, list(budgets)
-    traced, compiled = trainer.compile_todo()
+    trainer.planned = list(budgets)
+    traced, compiled = trainer.compile_todo(workers=workers)
     return {
         "workers": workers,
         "budgets": len(budgets),
