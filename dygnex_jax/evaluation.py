@@ -176,6 +176,17 @@ def drop_excluded(candidates: tuple, excluded: np.ndarray | None, num_nodes: int
     return src[keep], dst[keep], labels[keep]
 
 
+def candidate_mode(windows, config) -> str:
+    """Link prediction's candidate pairs (``eval.candidates``; ``auto``: every pair when no val/test
+    window has more than ``eval.all_max_nodes`` nodes, else sampled ones)."""
+    e = config.eval
+    if e.candidates != "auto":
+        return e.candidates
+    largest = int(windows.costs("val")[:, 0].max(initial=0))
+    largest = max(largest, int(windows.costs("test")[:, 0].max(initial=0)))
+    return "all" if largest <= e.all_max_nodes else "sampled"
+
+
 def weighted_mean(values: list[float], weights: list[int]) -> float:
     v, w = np.asarray(values, np.float64), np.asarray(weights, np.float64)
     ok = ~np.isnan(v)

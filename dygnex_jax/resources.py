@@ -126,7 +126,7 @@ def _largest(ws, splits, column: int, neg_mult=0) -> float:
 def check_run(ws, config, n_devices: int, candidates: str, host_devices: int) -> None:
     """The model, training pairs, planning horizon and evaluation of a run on windows ``ws`` over
     ``n_devices`` devices, ``host_devices`` of which keep their arrays in host memory (CPU devices),
-    with evaluation ``candidates`` (``tasks.candidate_mode``)."""
+    with evaluation ``candidates`` (``evaluation.candidate_mode``)."""
     _check_targets(ws)
     d, m = config.data, config.model
     params = model_parameters(config, ws.num_features)

@@ -29,7 +29,14 @@ import optax
 
 from . import parallel
 from .config import TASK_METRICS
-from .evaluation import CandidateCache, confusion, edge_cls_metrics, evaluate_link_windows, mse_from_sums
+from .evaluation import (
+    CandidateCache,
+    candidate_mode,
+    confusion,
+    edge_cls_metrics,
+    evaluate_link_windows,
+    mse_from_sums,
+)
 from .graphs import Budget, DeviceWork, bucket, node_offsets, pack_device, pack_node_device, stack_devices
 from .models import LinkPredictor, dense_pair_scores
 from .models.head import pair_scores
@@ -256,14 +263,3 @@ class NodeRegEvaluator:
 
     def evaluate(self, trainer, split: str) -> dict:
         return mse_from_sums([sums for _, sums in eval_outputs(trainer, split, self.sum_step)])
-
-
-def candidate_mode(windows, config) -> str:
-    """Link prediction's candidate pairs (``eval.candidates``; ``auto``: every pair when no val/test
-    window has more than ``eval.all_max_nodes`` nodes, else sampled ones)."""
-    e = config.eval
-    if e.candidates != "auto":
-        return e.candidates
-    largest = int(windows.costs("val")[:, 0].max(initial=0))
-    largest = max(largest, int(windows.costs("test")[:, 0].max(initial=0)))
-    return "all" if largest <= e.all_max_nodes else "sampled"

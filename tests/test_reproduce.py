@@ -3,6 +3,7 @@ evaluated epoch, test only at a new best, a bounded planning horizon, the uncapp
 RReLU activation at its mean slope, configs/repro, and tools/reproduce.py's runs and table."""
 
 import json
+import os
 from pathlib import Path
 
 import jax
@@ -304,6 +305,11 @@ def test_runs_resume_where_they_stopped(tmp_path):
     argv, env = reproduce.command(dy)
     assert "--config" in argv and "train.seed=0" in argv
     assert "--xla_force_host_platform_device_count=8" in env["XLA_FLAGS"]
+    # the child trains this process's code, not whatever package the working directory holds
+    root = env["PYTHONPATH"].split(os.pathsep)[0]
+    assert (Path(root) / "dygnex_jax" / "research" / "reproduce.py").resolve() == Path(
+        reproduce.__file__
+    ).resolve()
     dy.out.mkdir(parents=True)
     (dy.out / "config.yaml").write_text("name: x\n")  # started, no summary: interrupted
     argv, _ = reproduce.command(dy)

@@ -38,7 +38,7 @@ from ..config import Config, dump_config, load_config, to_dict
 from ..data import datasets
 from ..data.windows import WindowSet
 from ..errors import UserError
-from ..evaluation import evaluate_link_windows
+from ..evaluation import candidate_mode, evaluate_link_windows
 from ..files import atomic_write_text, json_text
 from ..schedule import schedule
 
@@ -135,10 +135,7 @@ class Runner:
         kwargs = {"weight_decay": c.train.weight_decay} if c.train.weight_decay > 0 else {}
         self.opt = opt(self.model.parameters(), lr=c.train.learning_rate, **kwargs)
         self.settings = dataclasses.replace(c.schedule, method="psg")
-        largest = max(self.windows.costs(s)[:, 0].max(initial=0) for s in ("val", "test"))
-        self.mode = c.eval.candidates
-        if self.mode == "auto":
-            self.mode = "all" if largest <= c.eval.all_max_nodes else "sampled"
+        self.mode = candidate_mode(self.windows, c)
         self._cands: dict = {}
 
     def _features(self, feat):

@@ -52,6 +52,7 @@ PATIENCE_SCALES = ("none", "updates")
 DEFAULT_WAYS = ("evolvegcn", "dygnex")
 # The dygnex way's learning rate = the config's x LR_SCALES[name](B / the config's batch size).
 LR_SCALES = {"none": lambda r: 1.0, "sqrt": lambda r: r**0.5, "linear": lambda r: float(r)}
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder holding this dygnex_jax
 RUN_LOG = "reproduce_runs.jsonl"  # OUT/<cell>/<way>/seed<s>/: one line per finished attempt (wall s)
 
 
@@ -141,8 +142,11 @@ def folder_runs(out: Path) -> list[Run]:
 
 
 def command(run: Run) -> tuple[list[str], dict]:
-    """The child's argv and environment: a fresh run, or ``--resume`` of an interrupted one."""
+    """The child's argv and environment: a fresh run, or ``--resume`` of an interrupted one. The child
+    imports the package this process runs (its folder first on PYTHONPATH), whatever the working
+    directory holds: a run started from a snapshot trains that snapshot's code."""
     env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_ROOT), env.get("PYTHONPATH", "")) if p)
     if run.devices > 1:
         flags = env.get("XLA_FLAGS", "")
         env["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={run.devices}".strip()
