@@ -206,7 +206,11 @@ def _stats(values: list[float]) -> tuple[float, float | None]:
 
 def verdict(values: list[float], published: float) -> str:
     """``within`` (published inside mean +- 2 sd, or ours higher), ``below by X %``, or ``n=1 ...``."""
-    mean, sd = _stats(values)
+    return verdict_stats(*_stats(values), published)
+
+
+def verdict_stats(mean: float, sd: float | None, published: float) -> str:
+    """``verdict`` from the mean and sample sd (None: one seed)."""
     if mean >= published:
         return "within (ours higher)"
     if sd is None:
