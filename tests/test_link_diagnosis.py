@@ -1,0 +1,44 @@
+"""tools/link_diagnose.py's re-scoring equals the run's own evaluation; the background-last figures move only
+the background pairs."""
+
+import numpy as np
+import pytest
+from helpers import assert_one_line_error, run_tool
+
+from dygnex_jax.config import load_config
+from dygnex_jax.errors import UserError
+from dygnex_jax.research.link_diagnosis import diagnose
+from dygnex_jax.train import train_and_evaluate
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    out = tmp_path_factory.mktemp("diag") / "run"
+    config = load_config("configs/smoke.yaml", ["train.epochs=2", "eval.candidates=all"])
+    return out, train_and_evaluate(config, out)
+
+
+def test_rescoring_the_checkpoint_gives_the_runs_own_figures(trained):
+    out, summary = trained
+    d = diagnose(out, "val", note=lambda _: None)
+    assert d["epoch"] == 2
+    assert d["map"] == pytest.approx(summary["final"]["val_map"], rel=1e-6)
+    assert d["mrr"] == pytest.approx(summary["final"]["val_mrr"], rel=1e-6)
+    rows = d["windows"]
+    assert sum(r["positives"] for r in rows) == d["positives"] > 0
+    for r in rows:
+        assert 0 <= r["touching_background"] <= r["positives"]
+        if r["background_nodes"] == 0:  # every node active: there is no block to move
+            assert r["ap_background_last"] == pytest.approx(r["ap"], rel=1e-12)
+        if r["touching_background"] == 0:  # only negatives move down: neither figure can fall
+            assert r["ap_background_last"] >= r["ap"] - 1e-12
+            assert r["mrr_background_last"] >= r["mrr"] - 1e-12
+    assert any(r["touching_background"] == 0 for r in rows) and np.isfinite(d["map_background_last"])
+
+
+def test_refusals_are_one_line(trained, tmp_path):
+    with pytest.raises(UserError, match="no config.yaml"):
+        diagnose(tmp_path, "val")
+    r = run_tool("link_diagnose.py", str(tmp_path / "nothing"), "--json", str(tmp_path / "d.json"))
+    assert_one_line_error(r, "no config.yaml")
+    assert not (tmp_path / "d.json").exists()
