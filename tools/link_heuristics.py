@@ -10,7 +10,6 @@ Prints a markdown table with the load average and writes JSON.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -20,7 +19,7 @@ from dygnex_jax.data.datasets import load_dataset
 from dygnex_jax.data.windows import WindowSet
 from dygnex_jax.errors import ArgumentParser, UserError, run_tool
 from dygnex_jax.evaluation import candidate_mode
-from dygnex_jax.files import atomic_write_text
+from dygnex_jax.files import atomic_write_text, json_text
 from dygnex_jax.research.heuristics import KINDS, evaluate
 from dygnex_jax.research.reproduce import PUBLISHED
 
@@ -91,7 +90,7 @@ def main(argv=None) -> int:
                 flush=True,
             )
     if a.json:
-        atomic_write_text(a.json, json.dumps(rows, indent=1) + "\n")
+        atomic_write_text(a.json, json_text(rows, indent=1))
     return 0
 
 
