@@ -27,6 +27,7 @@ import time
 
 from dygnex_jax.errors import ArgumentParser, UserError, run_tool
 
+PUMP_SECONDS = 60.0  # the longest wait for the processes' last output lines after they exited
 GRACE_SECONDS = 5.0
 
 
@@ -158,8 +159,12 @@ def launch(
         _stop(procs, signal.SIGINT)
         code = 130
     _stop(procs)
+    # every process has exited: its pipe ends once its last lines are read. Wait for them (a loaded
+    # machine may give the pump threads the CPU seconds later); the bound only guards against a
+    # grandchild that kept the pipe open
+    deadline = time.monotonic() + PUMP_SECONDS
     for t in pumps:
-        t.join(timeout=1.0)
+        t.join(timeout=max(0.1, deadline - time.monotonic()))
     return code
 
 
