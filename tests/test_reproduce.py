@@ -194,9 +194,13 @@ def test_activation_is_refused_where_a_model_has_no_gcn_layers():
 
 def test_every_published_cell_has_a_config_that_loads():
     configs = sorted((REPO / "configs" / "repro").glob("*.yaml"))
+    # the one mapping the tools read names every file, by stem, and loads each as load_config does
+    assert list(reproduce.cells().values()) == configs
+    loaded = reproduce.cell_configs()
     cells = set()
     for path in configs:
         c = load_config(path)
+        assert loaded[path.stem] == c
         cells.add((c.model.name, c.data.dataset))
         # the protocol: early stopping on val, evaluation from IBM's epoch, test at the best val, all
         # non-edges as candidates, one window per step in time order on one device

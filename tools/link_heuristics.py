@@ -21,25 +21,24 @@ from dygnex_jax.errors import ArgumentParser, UserError, run_tool
 from dygnex_jax.evaluation import candidate_mode
 from dygnex_jax.files import atomic_write_text, json_text
 from dygnex_jax.research.heuristics import KINDS, evaluate
-from dygnex_jax.research.reproduce import PUBLISHED
+from dygnex_jax.research.reproduce import PUBLISHED, REPRO_DIR, cell_configs
 
-REPRO = Path(__file__).resolve().parent.parent / "configs" / "repro"
 DEFAULT_CELLS = ("egcn_o_bitcoin_otc", "egcn_o_bitcoin_alpha", "egcn_o_uci", "egcn_o_as733", "egcn_h_as733")
 
 
-def published_with(data) -> list[str]:
-    """'model MAP / MRR' of every reproduction cell whose data section equals ``data``."""
+def published_with(data, configs: dict) -> list[str]:
+    """'model MAP / MRR' of every reproduction cell (``configs``: name -> config) whose data section
+    equals ``data``."""
     out = []
-    for path in sorted(REPRO.glob("*.yaml")):
-        cfg = load_config(path, [])
+    for cfg in configs.values():
         if cfg.data == data and (cfg.model.name, cfg.data.dataset) in PUBLISHED:
             m, r = PUBLISHED[(cfg.model.name, cfg.data.dataset)]
             out.append(f"{cfg.model.name} {m:.4f} / {r:.4f}")
     return out
 
 
-def measure(cell: str, splits: list[str], kinds: list[str]) -> list[dict]:
-    path = Path(cell) if cell.endswith(".yaml") else REPRO / f"{cell}.yaml"
+def measure(cell: str, splits: list[str], kinds: list[str], configs: dict) -> list[dict]:
+    path = Path(cell) if cell.endswith(".yaml") else REPRO_DIR / f"{cell}.yaml"
     if not path.is_file():
         raise UserError(f"no config {path}: name a file, or a cell of configs/repro/ (e.g. egcn_o_uci)")
     cfg = load_config(path, [])
@@ -49,7 +48,7 @@ def measure(cell: str, splits: list[str], kinds: list[str]) -> list[dict]:
         )
     load = os.getloadavg()[0]
     ws = WindowSet(load_dataset(cfg.data), cfg.data)
-    pub = published_with(cfg.data)
+    pub = published_with(cfg.data, configs)
     rows = []
     for split in splits:
         for r in evaluate(ws, split, kinds, cfg.eval, candidate_mode(ws, cfg)):
@@ -79,9 +78,9 @@ def main(argv=None) -> int:
         "| dataset | W | split | heuristic | MAP | MRR | snapshots | published (model MAP / MRR) | s | load |"
     )
     print("|---|---:|---|---|---:|---:|---:|---|---:|---|")
-    rows = []
+    rows, configs = [], cell_configs()
     for cell in a.cells:
-        for r in measure(cell, a.splits, a.heuristics):
+        for r in measure(cell, a.splits, a.heuristics, configs):
             rows.append(r)
             print(
                 f"| {r['dataset']} | {r['window']} | {r['split']} | {r['heuristic']} | {r['map']:.4f} | "

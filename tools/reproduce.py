@@ -31,8 +31,6 @@ from dygnex_jax.files import atomic_write_text, json_text, staged
 from dygnex_jax.research import reproduce
 from dygnex_jax.runlog import check_out_path
 
-REPRO = Path(__file__).resolve().parent.parent / "configs" / "repro"
-
 
 def parse_args(argv) -> argparse.Namespace:
     ap = ArgumentParser(
@@ -86,10 +84,9 @@ def _ints(text: str, what: str) -> list[int]:
 
 
 def select_configs(cells: str) -> list[Path]:
-    known = sorted(REPRO.glob("*.yaml"))
+    names = reproduce.cells()
     if cells == "all":
-        return known
-    names = {p.stem: p for p in known}
+        return list(names.values())
     chosen = [c.strip() for c in cells.split(",") if c.strip()]
     unknown = [c for c in chosen if c not in names]
     if unknown or not chosen:

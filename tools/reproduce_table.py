@@ -13,21 +13,15 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from dygnex_jax.config import load_config
 from dygnex_jax.errors import ArgumentParser, run_tool
 from dygnex_jax.files import atomic_write_text, json_text, staged
+from dygnex_jax.research.reproduce import cell_configs
 from dygnex_jax.research.reproduce_table import full_table, load_rows, merge, table_markdown
-
-REPRO = Path(__file__).resolve().parent.parent / "configs" / "repro"
 
 
 def cell_names() -> dict[tuple[str, str], str]:
     """(model, dataset) -> the configs/repro/ cell that trains it."""
-    out = {}
-    for path in sorted(REPRO.glob("*.yaml")):
-        cfg = load_config(path, [])
-        out[(cfg.model.name, cfg.data.dataset)] = path.stem
-    return out
+    return {(cfg.model.name, cfg.data.dataset): name for name, cfg in cell_configs().items()}
 
 
 def main(argv=None) -> int:

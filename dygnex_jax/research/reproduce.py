@@ -54,6 +54,19 @@ DEFAULT_WAYS = ("evolvegcn", "dygnex")
 LR_SCALES = {"none": lambda r: 1.0, "sqrt": lambda r: r**0.5, "linear": lambda r: float(r)}
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder holding this dygnex_jax
 RUN_LOG = "reproduce_runs.jsonl"  # OUT/<cell>/<way>/seed<s>/: one line per finished attempt (wall s)
+REPRO_DIR = PACKAGE_ROOT / "configs" / "repro"  # one config per cell of Table 2
+
+
+def cells() -> dict[str, Path]:
+    """Every cell of ``configs/repro/``: its name (the config's stem) -> its config file, by name."""
+    return {p.stem: p for p in sorted(REPRO_DIR.glob("*.yaml"))}
+
+
+def cell_configs() -> dict[str, object]:
+    """Every cell's loaded config (the config module is imported here: it holds no JAX)."""
+    from ..config import load_config
+
+    return {name: load_config(path, []) for name, path in cells().items()}
 
 
 @dataclasses.dataclass(frozen=True)
