@@ -220,6 +220,29 @@ class CandidateCache(dict):
             self.pairs += size
 
 
+def _excluded(windows, k: int) -> np.ndarray | None:
+    """Pair codes window k's candidates leave out (data.targets: new: the pairs seen before), no self-pairs."""
+    excluded = windows.excluded_codes(k)
+    if excluded is None:
+        return None
+    n = windows.graph.num_nodes
+    return excluded[excluded // n != excluded % n]
+
+
+def all_pairs_arguments(windows, k: int) -> tuple:
+    """``snapshot_metrics_compressed``'s arguments after the scores for window k's target snapshot
+    over all pairs: (multiplicities, local sources, local destinations, global sources, excluded)."""
+    n = windows.graph.num_nodes
+    win = windows.get(k)
+    mult = np.r_[np.ones(len(win.nodes)), n - len(win.nodes)]
+    src = win.positive_codes // n
+    excluded = _excluded(windows, k)
+    ex = None
+    if excluded is not None:
+        ex = (win.to_local(excluded // n), win.to_local(excluded % n), excluded // n)
+    return mult, win.to_local(src), win.to_local(win.positive_codes % n), src, ex
+
+
 def link_window_metrics(
     windows,
     k: int,
@@ -232,23 +255,12 @@ def link_window_metrics(
 ) -> tuple[float, float, int]:
     """AP, MRR and candidate count of window k's target snapshot from its [num_local, H] embeddings
     (the arguments are ``evaluate_link_windows``'s)."""
-    n = windows.graph.num_nodes
-    win = windows.get(k)
-    excluded = windows.excluded_codes(k)  # data.targets: new: the pairs seen before
-    if excluded is not None:
-        excluded = excluded[excluded // n != excluded % n]
     if mode == "all":
-        mult = np.r_[np.ones(len(win.nodes)), n - len(win.nodes)]
-        src = win.positive_codes // n
-        ex = None
-        if excluded is not None:
-            ex = (win.to_local(excluded // n), win.to_local(excluded % n), excluded // n)
-        return snapshot_metrics_compressed(
-            local_scores(emb), mult, win.to_local(src), win.to_local(win.positive_codes % n), src, ex
-        )
+        return snapshot_metrics_compressed(local_scores(emb), *all_pairs_arguments(windows, k))
+    win = windows.get(k)
     candidates = cache.get(k) if cache is not None else None
     if candidates is None:
-        candidates = sampled_link_candidates(windows, k, eval_cfg, excluded)
+        candidates = sampled_link_candidates(windows, k, eval_cfg, _excluded(windows, k))
         if cache is not None:
             cache[k] = candidates
     src, dst, labels = candidates

@@ -17,20 +17,19 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import UserError
-from ..evaluation import snapshot_metrics_compressed, weighted_mean
+from ..evaluation import all_pairs_arguments, snapshot_metrics_compressed, weighted_mean
 
 
 def _window_figures(windows, k: int, scores: np.ndarray) -> dict:
     n = windows.graph.num_nodes
     win = windows.get(k)
     a = len(win.nodes)  # the background node's local id
-    mult = np.r_[np.ones(a), n - a]
-    src = win.positive_codes // n
-    ls, ld = win.to_local(src), win.to_local(win.positive_codes % n)
-    ap, mrr, count = snapshot_metrics_compressed(scores, mult, ls, ld, src)
+    args = all_pairs_arguments(windows, k)  # the run's own evaluation's
+    ls, ld = args[1], args[2]
+    ap, mrr, count = snapshot_metrics_compressed(scores, *args)
     last = scores.copy()
     last[a, :] = last[:, a] = scores.min() - 1.0
-    ap_last, mrr_last, _ = snapshot_metrics_compressed(last, mult, ls, ld, src)
+    ap_last, mrr_last, _ = snapshot_metrics_compressed(last, *args)
     active_last = np.unique(win.edges[-1].ravel()) if len(win.edges[-1]) else np.zeros(0, np.int32)
     silent = ~np.isin(ls, active_last) & ~np.isin(ld, active_last)
     return {
