@@ -17,7 +17,6 @@ import time
 import jax.numpy as jnp
 import numpy as np
 
-from . import parallel
 from .graphs import bucket
 
 MAX_MEASURED_NODES = 1024  # the timed shape: at most this many nodes (a 1M-pair [L, L] block)
@@ -37,7 +36,7 @@ def scoring_seconds(trainer, local_nodes: np.ndarray, sources: np.ndarray) -> tu
     """(seconds, pairs) of scoring the candidates of windows with ``local_nodes`` [K] and true-edge
     ``sources`` [K] (an upper bound: every target edge's source), measured on one shape."""
     ev, p = trainer.evaluator, trainer.config.parallel
-    head = parallel.to_host(trainer.params["params"]["head"])  # as evaluation scores: on the host
+    head = ev.host_head(trainer)  # as evaluation scores: on the host
     width = int(np.asarray(head["hidden"]["kernel"]).shape[0] // 2)
     if trainer.candidate_mode == "all":
         padded = np.array([bucket(int(n), p.bucket_ratio, p.min_bucket) for n in local_nodes], float)

@@ -222,8 +222,13 @@ class LinkEvaluator:
         s = self.pair_fn(head, jnp.asarray(padded), jnp.asarray(ends[0]), jnp.asarray(ends[1]))
         return np.asarray(s)[:c]
 
+    @staticmethod
+    def host_head(trainer):
+        """A host copy of the link head's parameters: scoring runs on the host, per process."""
+        return parallel.to_host(trainer.params["params"]["head"])
+
     def evaluate(self, trainer, split: str) -> dict:
-        head = parallel.to_host(trainer.params["params"]["head"])  # a host copy: scoring runs per process
+        head = self.host_head(trainer)
         return evaluate_link_windows(
             trainer.windows,
             self.embeddings(trainer, split),

@@ -69,7 +69,7 @@ def diagnose(run_dir: str | Path, split: str = "test", note=print) -> dict:
     if ckpt is None:
         raise UserError(f"{run_dir} has no checkpoint: train with train.checkpoint_every >= 1 first")
     ev = trainer.evaluator
-    head = ev_head(trainer)
+    head = ev.host_head(trainer)
     rows = [
         _window_figures(trainer.windows, k, ev.local_scores(trainer, emb, head).astype(np.float64))
         for k, emb in ev.embeddings(trainer, split)
@@ -90,10 +90,3 @@ def diagnose(run_dir: str | Path, split: str = "test", note=print) -> dict:
         "silent_in_last_snapshot": sum(r["silent_in_last_snapshot"] for r in rows) / max(total, 1),
         "windows": rows,
     }
-
-
-def ev_head(trainer):
-    """A host copy of the link head's parameters (scoring runs on the host, as in evaluation)."""
-    from .. import parallel
-
-    return parallel.to_host(trainer.params["params"]["head"])
