@@ -194,7 +194,7 @@ def test_edge_cls_evaluation_equals_windows_one_by_one():
 # --- the command line -------------------------------------------------------------------------------
 
 
-@pytest.mark.slow  # 8 epochs: 130 s on the loaded 2-core machine
+@pytest.mark.slow  # 16 epochs of 3 steps: 31 s on the 2-core machine beside two training runs
 def test_labels_that_the_inputs_determine_are_learned():
     """End to end on a label the model can see (a pair is negative when its destination has degree >= 4
     in the target snapshot, an input feature): validation F1 of the minority class goes near 1."""
@@ -207,7 +207,8 @@ def test_labels_that_the_inputs_determine_are_learned():
         "train.learning_rate=0.03", "train.class_weights=[0.5, 0.5]", base=EDGE_CLS, devices=2, graph=graph
     )
     base = tr.evaluate("val")
-    for epoch in range(1, 9):
+    # 48 updates: validation F1 0.0 at epoch 4, 0.67 at 8, 0.89 at 12, 0.95 at 16 (2026-12-04)
+    for epoch in range(1, 17):
         tr.train_epoch(epoch)
     got = tr.evaluate("val")
     assert got["f1"] > 0.8 and got["macro_f1"] > max(base["macro_f1"], 0.8), (base, got)
