@@ -336,8 +336,20 @@ def _run(args) -> int:
     return 0
 
 
+def parse_args(argv: list[str] | None = None):
+    """The command line, key=value overrides anywhere after the command: ``train a=1 --out d b=2``
+    (argparse alone takes only the first run of them) applies a=1 then b=2."""
+    parser = _parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and (not hasattr(args, "overrides") or any(t.startswith("-") or "=" not in t for t in extra)):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if extra:
+        args.overrides = [*(args.overrides or []), *extra]
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = parse_args(argv)
     try:
         return run_tool(lambda: _run(args))  # bad input and file-system faults: one line, exit 2
     except KeyboardInterrupt:

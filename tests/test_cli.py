@@ -201,3 +201,16 @@ def test_missing_cost_model_is_a_user_error(tmp_path):
         "train", "--config", "configs/smoke.yaml", f"schedule.cost_model={tmp_path / 'none.json'}"
     )
     assert result.returncode == 2 and "cost model file" in result.stderr
+
+
+def test_overrides_may_stand_on_both_sides_of_an_option():
+    from dygnex_jax.__main__ import parse_args
+
+    a = parse_args(["train", "data.dataset=edges", "--out", "runs/x", "data.path=a", "train.epochs=1"])
+    assert a.out == "runs/x" and a.overrides == ["data.dataset=edges", "data.path=a", "train.epochs=1"]
+    a = parse_args(["schedule", "data.window=3", "--devices", "3", "schedule.method=dygnex_l"])
+    assert a.devices == 3 and a.overrides == ["data.window=3", "schedule.method=dygnex_l"]
+    for argv in (["train", "--out", "d", "a=1", "--bogus"], ["report", "runs/a", "x=1", "--nope"]):
+        with pytest.raises(SystemExit) as e:
+            parse_args(argv)
+        assert e.value.code == 2

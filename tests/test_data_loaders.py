@@ -432,3 +432,24 @@ def test_download_as733_offline(tmp_path, monkeypatch):
     assert sorted(p.name for p in out.parent.iterdir()) == ["as733_dates.csv", "as733_edge_intervals.csv.gz"]
     g = datasets.load_dataset(DataConfig(dataset="as733", root=str(tmp_path / "data"), self_loops=True))
     assert g.num_snapshots == 4 and g.num_nodes == 5  # fewer than the default 100: all are kept
+
+
+def test_decimal_times_on_a_bucket_boundary_open_that_bucket():
+    """0.411 / 0.137 is 2.99999... in floating point: the boundary time still opens snapshot 3, with
+    data.aggr_time and with data.num_snapshots; integer times are bucketed exactly."""
+    k = np.arange(20)
+    times = np.array([float(f"{i * 0.137:.4f}") for i in k])  # as a file writes them
+    src, dst = k % 5, (k * 3) % 7 + 5
+    for kw in ({"aggr_time": 0.137}, {"num_snapshots": 19}):
+        g = loaders.edge_stream_to_graph(src, dst, np.ones(20), times, symmetric=False, **kw)
+        # aggr_time: 20 snapshots of one edge; 19 equal spans: the last time (the span's end) joins the last
+        expected = [1] * 20 if "aggr_time" in kw else [1] * 18 + [2]
+        assert [len(s) for s in g.snapshots] == expected
+    # integer times one unit below a boundary stay below it (no tolerance where the division is exact)
+    ints = np.array([0, 999_999_999, 1_000_000_000, 1_999_999_999])
+    g = loaders.edge_stream_to_graph(
+        ints % 2, ints % 2 + 2, np.ones(4), ints, symmetric=False, num_snapshots=2
+    )
+    assert [len(s) for s in g.snapshots] == [2, 2]
+    g = loaders.edge_stream_to_graph(ints % 2, ints % 2 + 2, np.ones(4), ints, symmetric=False, aggr_time=1e9)
+    assert [len(s) for s in g.snapshots] == [2, 2]

@@ -259,6 +259,23 @@ def _remap(*id_arrays: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
     return node_ids, [np.searchsorted(node_ids, a) for a in id_arrays]
 
 
+# A time within this relative distance of a bucket boundary is on it: 0.411 / 0.137 is 2.99999...
+# in floating point, though the file means the boundary 3 x 0.137.
+BOUNDARY_RTOL = 1e-9
+
+
+def _bucket_floor(x: np.ndarray, exact: bool) -> np.ndarray:
+    """floor(x) as int64, where x = (time - t0) / width; unless ``exact`` (integer times, start and
+    width: the division is exact at a boundary), an x that rounding left just below an integer counts
+    as that integer."""
+    x = np.asarray(x, np.float64)
+    if exact:
+        return np.floor(x).astype(np.int64)
+    r = np.rint(x)
+    on = np.abs(x - r) <= BOUNDARY_RTOL * np.maximum(1.0, np.abs(r))
+    return np.where(on, r, np.floor(x)).astype(np.int64)
+
+
 def edge_stream_to_graph(
     src: np.ndarray,
     dst: np.ndarray,
@@ -286,16 +303,25 @@ def edge_stream_to_graph(
     t_min, t_max = float(time.min()), float(time.max())
     t0, t1 = (t_min, t_max) if span is None else span
     stream_snapshots(name, aggr_time, num_snapshots, t0, max(t1, t_max))  # before any bucket exists
+    exact = bool(np.all(time == np.round(time))) and float(t0) == round(float(t0))
     if aggr_time > 0:
         mode = "aggr_time"
-        bucket = np.floor((time - t0) / aggr_time).astype(np.int64)
-        num = max(int(bucket.max()) + 1, 0 if span is None else int(np.ceil((t1 - t0) / aggr_time)))
+        exact = exact and float(aggr_time) == round(float(aggr_time))
+        bucket = _bucket_floor((time - t0) / aggr_time, exact)
+        num = max(
+            int(bucket.max()) + 1, 0 if span is None else -int(_bucket_floor(-(t1 - t0) / aggr_time, exact))
+        )
         times = t0 + np.arange(num) * float(aggr_time)
     elif num_snapshots > 0:
         mode = "num_snapshots"
         width = (t1 - t0) / num_snapshots
         if width > 0:
-            bucket = np.minimum(np.floor((time - t0) / width), num_snapshots - 1).astype(np.int64)
+            span_int = exact and float(t1) == round(float(t1)) and (t1 - t0) * num_snapshots < 2.0**62
+            if span_int:  # integer times: the exact floor((t - t0) * n / (t1 - t0))
+                scaled = (time - t0).astype(np.int64) * num_snapshots // int(round(t1 - t0))
+                bucket = np.minimum(scaled, num_snapshots - 1)
+            else:
+                bucket = np.minimum(_bucket_floor((time - t0) / width, False), num_snapshots - 1)
         else:
             bucket = np.zeros(len(time), dtype=np.int64)
         num = int(bucket.max()) + 1 if span is None else num_snapshots
