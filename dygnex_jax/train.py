@@ -12,6 +12,7 @@ first); ``KeyboardInterrupt`` then reaches the caller (the CLI exits with 130).
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import os
 import time
@@ -56,6 +57,15 @@ COST_MODEL_FILE = "cost_model.json"  # OUT/: the cost model the run started with
 WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EFBIG)
 
 
+def absolute_paths(config: Config) -> Config:
+    """``config`` with ``data.path`` and ``data.root`` absolute (``~`` expanded; a glob stays a glob)."""
+    data = config.data
+    fixed = {k: os.path.abspath(os.path.expanduser(v)) for k in ("path", "root") if (v := getattr(data, k))}
+    if all(fixed[k] == getattr(data, k) for k in fixed):
+        return config
+    return dataclasses.replace(config, data=dataclasses.replace(data, **fixed))
+
+
 def train_and_evaluate(
     config: Config, out_dir: str | Path | None = None, *, stream=None, resume: bool = False
 ) -> dict:
@@ -71,6 +81,8 @@ def train_and_evaluate(
     main = distributed.is_main_process()
     progress = Progress(stream, quiet=not main)
     out = Path(out_dir) if out_dir is not None else default_out_dir(config)
+    if not resume:  # config.yaml names its files so that --resume finds them from any folder
+        config = absolute_paths(config)
     # the lock's notes (a stale lock taken over) wait until the folder is accepted: a refused run prints
     # its one error line alone
     held_notes: list[str] = []

@@ -259,3 +259,24 @@ def test_resume_restores_a_deleted_config_from_the_checkpoint(tmp_path, capsys):
     with pytest.raises(checkpoint.UserError, match="has no config.yaml"):
         checkpoint.resume_config(bad, None, [])
     assert not (bad / "config.yaml").exists()
+
+
+def test_a_run_of_a_relative_data_path_resumes_from_any_folder(tmp_path, monkeypatch):
+    """config.yaml names data.path absolutely (the run started in another folder than the resume)."""
+    import yaml
+
+    rng = np.random.default_rng(0)
+    (tmp_path / "data").mkdir()
+    rows = [f"{a} {b} {t}" for a, b, t in zip(rng.integers(0, 30, 400), rng.integers(0, 30, 400), range(400))]
+    (tmp_path / "data" / "e.txt").write_text("\n".join(rows) + "\n")
+    monkeypatch.chdir(tmp_path)
+    args = ["data.dataset=edges", "data.path=data/e.txt", "data.aggr_time=20", *LOOP, "eval.every=100"]
+    assert main(["train", "--out", "run", *args, "train.epochs=1"]) == 0
+    saved = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())["data"]["path"]
+    assert saved == str(tmp_path / "data" / "e.txt")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert main(["train", "--resume", str(tmp_path / "run"), "train.epochs=2"]) == 0
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["epochs"] == 2

@@ -165,6 +165,8 @@ def _load_named(ds: NamedDataset, cfg: DataConfig) -> DynamicGraph:
 def load_dataset(cfg: DataConfig) -> DynamicGraph:
     """The dynamic graph ``cfg`` names, bucketed and trimmed to ``cfg.last_snapshots``."""
     name = cfg.dataset
+    if cfg.path and cfg.path.startswith("~"):  # as a shell would: data.path=~/x.txt in a YAML file too
+        cfg = dataclasses.replace(cfg, path=os.path.expanduser(cfg.path))
     flags = {"symmetric": cfg.symmetric, "self_loops": cfg.self_loops}
     default_last = 0
     if name == "synthetic":
