@@ -29,6 +29,7 @@ import optax
 
 from . import parallel
 from .config import TASK_METRICS
+from .errors import UserError
 from .evaluation import (
     CandidateCache,
     candidate_mode,
@@ -141,7 +142,24 @@ class EdgeClsTask(Task):
         return EdgeClsEvaluator(trainer)
 
     def candidate_mode(self, windows, config):
+        check_two_classes(windows)  # checked here, once per run, before anything trains
         return "target_edges"  # every edge of the target snapshot is classified
+
+
+def check_two_classes(windows) -> None:
+    """A UserError when every training edge of an ``edge_cls`` run has the same label (F1 would be
+    0 or undefined, whatever the model learns)."""
+    labels = [windows.edge_labels(int(k)) for k in windows.splits["train"]]
+    seen = np.unique(np.concatenate(labels)) if labels else np.zeros(0, np.int32)
+    if len(seen) == 1:
+        what = (
+            "a majority of positive ratings" if seen[0] else "no majority of positive ratings (ratings <= 0)"
+        )
+        raise UserError(
+            f"data.task=edge_cls: every training edge has label {int(seen[0])} ({what}), so there is "
+            "nothing to classify: the rating column needs positive and negative values (a pair's label "
+            "is the sign of its ratings' majority)"
+        )
 
 
 class NodeRegTask(Task):

@@ -239,6 +239,10 @@ CASES = {
         "schedule.method=snapshot runs data.task=link only",
     ),
     "edge-cls-no-ratings": (["train", "--config", SMOKE, "data.task=edge_cls"], "needs edge ratings"),
+    "edge-cls-one-class": (
+        ["train", "--config", SMOKE, "data.task=edge_cls", "data.dataset=edges", "data.path={one_class}"],
+        "every training edge has label 1",
+    ),
     "unknown-solver": (
         ["train", "--config", SMOKE, "schedule.method=dygnex_l", "schedule.solver=NOPE"],
         "unknown schedule.solver 'NOPE'",
@@ -481,6 +485,10 @@ def inputs(tmp_path):
         "big_id": write("big_id.txt", "1 2 10\n12345678901234567890123 2 20\n"),
         "bad_time": write("bad_time.txt", "1 2 10\n2 3 noon\n"),
         "good": write("good.txt", GOOD),
+        # ratings all positive (src dst rating time): every edge_cls label is 1
+        "one_class": write(
+            "one_class.txt", "".join(f"{i % 7} {(i * 3 + 1) % 7} 5 {i * 10}\n" for i in range(60))
+        ),
         "self_loops": write("loops.txt", "".join(f"{i} {i} {i}\n" for i in range(20))),
         "bad_yaml": write("bad.yaml", "train: [unclosed\n"),
         "multi_yaml": write("multi.yaml", "train:\n  epochs: 2\n---\nmodel:\n  hidden: 3\n"),
