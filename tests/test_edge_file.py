@@ -215,3 +215,26 @@ def test_snapshot_files_with_node_names(tmp_path):
     (folder / "day4.txt").write_text("4 5\n")
     with pytest.raises(UserError, match="has integer node ids but .*day0.txt' has node names"):
         load_dataset(DataConfig(**{**cfg, "path": str(folder)}))
+
+
+@pytest.mark.parametrize(
+    "row, what",
+    [
+        ("3 1_0 3", "target node id '1_0' is not an integer"),  # Python's int() reads 10
+        ("3 \u0661\u0660 3", "target node id '\u0661\u0660' is not an integer"),  # Arabic-Indic 10
+        ("3 4 \u0663", "time '\u0663' is not a number"),
+        ("3 4 1_5", "time '1_5' is not a number"),
+    ],
+)
+def test_numbers_python_reads_but_a_file_does_not_mean_are_refused(tmp_path, row, what):
+    path = tmp_path / "e.txt"
+    path.write_text(f"1 2 1\n2 3 2\n10 1 4\n{row}\n", encoding="utf-8")
+    with pytest.raises(UserError, match=f"line 4: {what}"):
+        read_edge_file(path)
+
+
+def test_ids_in_another_scripts_digits_are_names(tmp_path):
+    path = tmp_path / "e.txt"
+    path.write_text("\u0661 1 1\n1 2 2\n", encoding="utf-8")  # Arabic-Indic one, then ASCII 1
+    src, dst, _, _, read = read_edge_file(path)
+    assert len(set(src.tolist()) | set(dst.tolist())) == 3  # three distinct names: one is not 1

@@ -38,11 +38,13 @@ import numpy as np
 
 from ..errors import UserError
 from .headers import ROLE_WORDS, first_lines, integer_ids, is_header, is_number, words
-from .loaders import columns, read_text, split_rows
+from .loaders import columns, first_odd_token, read_text, split_rows
 
 NAMES_KEY = "_node_names"  # read_edge_file's facts: the names behind ids 0..K-1 (timerange takes it out)
-_DATE = re.compile(r"^\d{4}-\d{2}(-\d{2})?([ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$")
-_ZONE = re.compile(r"[ T].*[+-]\d{2}:?\d{2}$")  # a time with a UTC offset (+02:00)
+_DATE = re.compile(
+    r"^\d{4}-\d{2}(-\d{2})?([ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$", re.ASCII
+)
+_ZONE = re.compile(r"[ T].*[+-]\d{2}:?\d{2}$", re.ASCII)  # a time with a UTC offset (+02:00)
 
 
 def header_roles(names: list[str]) -> dict[str, int] | None:
@@ -112,9 +114,10 @@ def _convert(path, tokens: list[str], linenos: list[int], name: str, kind: str) 
     """One column as int64 (``kind`` "id") or finite float64 ("num"); a bad token is ``loaders.columns``'s
     one-line error naming its line."""
     try:
-        col = np.array(tokens, dtype=np.int64 if kind == "id" else np.float64)
-        if kind == "id" or np.isfinite(col).all():
-            return col
+        if first_odd_token(tokens) is None:
+            col = np.array(tokens, dtype=np.int64 if kind == "id" else np.float64)
+            if kind == "id" or np.isfinite(col).all():
+                return col
     except (ValueError, OverflowError):
         pass
     return columns(path, [[t] for t in tokens], linenos, [(name, kind)])[0]

@@ -48,7 +48,8 @@ def first_lines(text: str, n: int = 2) -> list[tuple[int, str, list[str]]]:
 
 def integer_ids(src: str, dst: str) -> bool:
     """Whether a file's first row numbers its nodes (two integers), else it names them."""
-    return src.lstrip("+-").isdigit() and dst.lstrip("+-").isdigit()
+    # ASCII digits only: Python's isdigit() is true of other scripts' digits, which int() then reads
+    return all(x.isascii() and x.isdigit() for x in (src.lstrip("+-"), dst.lstrip("+-")))
 
 
 def is_header(first: list[str], second: list[str] | None) -> bool:

@@ -118,6 +118,16 @@ def _first_failure(tokens: list[str], dtype: type) -> int:
     return lo
 
 
+def first_odd_token(tokens: list[str]) -> int | None:
+    """The index of the first token that Python's int() / float() would read but a text file of numbers
+    does not mean as one: an underscore (``1_0`` is 10 to Python) or a non-ASCII character (``١٠``,
+    Arabic-Indic digits, is 10 too); None when every token is plain ASCII without underscores."""
+    joined = "".join(tokens)
+    if joined.isascii() and "_" not in joined:
+        return None
+    return next(k for k, t in enumerate(tokens) if not t.isascii() or "_" in t)
+
+
 def columns(path: str | Path, rows: list[list[str]], linenos: list[int], spec: list[tuple[str, str]]) -> list:
     """Convert the columns of ``split_rows``; ``spec`` gives (name, kind) per column, kind "id" (integer) or "num" (finite)."""
     flat = list(itertools.chain.from_iterable(rows))
@@ -127,10 +137,14 @@ def columns(path: str | Path, rows: list[list[str]], linenos: list[int], spec: l
         tokens = flat[j::ncol]
         dtype = np.int64 if kind == "id" else np.float64
         try:
+            if first_odd_token(tokens) is not None:
+                raise ValueError
             col = np.array(tokens, dtype=dtype)
         except (ValueError, OverflowError):
-            k = _first_failure(tokens, dtype)
-            if kind == "id" and tokens[k].lstrip("+-").isdigit():  # an integer, past int64
+            k = first_odd_token(tokens)
+            k = _first_failure(tokens, dtype) if k is None else k
+            digits = tokens[k].lstrip("+-")
+            if kind == "id" and digits.isascii() and digits.isdigit():  # an integer, past int64
                 raise UserError(
                     f"{str(path)!r} line {linenos[k]}: {name} {tokens[k]} is outside the 64-bit range "
                     f"(-2**63 .. 2**63 - 1): renumber the nodes (any distinct integers will do)"
