@@ -209,6 +209,7 @@ CASES = {
     ),
     "pygt-json-malformed": (PYGT + ["data.path={pygt_cut}"], "is a damaged gzip file"),
     "pygt-json-missing-key": (PYGT + ["data.path={pygt_no_y}"], "snapshot record '3' has no 'y'"),
+    "pygt-json-record-gap": (PYGT + ["data.path={pygt_gap}"], "has snapshot records up to '5' but none '3'"),
     "pygt-json-ambiguous-key": (PYGT + ["data.path={pygt_two_targets}"], "the target is ambiguous"),
     "pygt-json-bad-shape": (PYGT + ["data.path={pygt_two_wide}"], "must be [N] numbers, got shape [5, 2]"),
     "pygt-json-non-finite": (PYGT + ["data.path={pygt_nan}"], "holds a non-finite value"),

@@ -213,6 +213,9 @@ def bad_inputs(d: Path) -> dict[str, str]:
     files = {"no_y": no_y, "two_targets": {"edges": step_edges(0), "FX": Y.tolist(), "y": Y.tolist()}}
     files |= {"two_wide": two_wide, "ragged": ragged, "nan": nan, "far": far, "static": static_data()}
     files |= {"no_x": {"edges": step_edges(0), "y": Y.tolist()}}
+    # records without time_periods: one missing in the middle, and numbered from 1
+    files |= {"gap": {k: v for k, v in recs.items() if k not in ("time_periods", "3")}}
+    files |= {"from_one": {str(int(k) + 1): v for k, v in recs.items() if k != "time_periods"}}
     out = {f"pygt_{k}": write(d / f"pygt_{k}.json", v) for k, v in files.items()}
     return {**out, "pygt_cut": str(d / "pygt_cut.json.gz"), "pygt_root": str(d / "pygt_root")}
 
@@ -231,6 +234,8 @@ BAD = [  # (placeholder, extra keys, text the one line holds)
         "has no node features for data.features=given: set data.feature_key",
     ),
     ("pygt_static", ["data.task=link"], "has one static graph"),
+    ("pygt_gap", [], "has snapshot records up to '5' but none '3'"),
+    ("pygt_from_one", [], "its snapshot records start at '1', not '0'"),
 ]
 
 

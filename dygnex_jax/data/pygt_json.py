@@ -81,7 +81,12 @@ def load(cfg: DataConfig) -> DynamicGraph:
 
 def _records(data: dict, where: str) -> list[dict] | None:
     """The snapshot records "0".."T-1" (T = ``time_periods`` when given), or None without records."""
+    numbered = sorted(int(k) for k in data if k.isascii() and k.isdigit() and isinstance(data[k], dict))
     if not isinstance(data.get("0"), dict):
+        if numbered:
+            raise UserError(
+                f"{where}: its snapshot records start at {str(numbered[0])!r}, not '0': number them 0..T-1"
+            )
         return None
     t = data.get("time_periods")
     if t is not None and (not isinstance(t, int) or isinstance(t, bool) or t < 1):
@@ -97,6 +102,11 @@ def _records(data: dict, where: str) -> list[dict] | None:
                 f"{where} has no snapshot record {str(i)!r} (an object; time_periods is {count}): "
                 "give one record per step"
             )
+    if t is None and numbered[-1] >= count:  # a gap: the records after it would be dropped
+        raise UserError(
+            f"{where} has snapshot records up to {str(numbered[-1])!r} but none {str(count)!r}: give one "
+            "record per step 0..T-1 (or time_periods to read only the first T)"
+        )
     return [data[str(i)] for i in range(count)]
 
 
