@@ -341,7 +341,8 @@ def resume_config(run_dir: str | Path, config_path: str | None, overrides: list[
     without any checkpoint (interrupted before its first) is resumed from epoch 1 with its config.yaml."""
     run = Path(run_dir)
     if not run.is_dir():
-        raise UserError(f"--resume {str(run)!r} does not exist: pass the --out directory of a run")
+        what = "is a file, not a folder" if run.exists() else "does not exist"
+        raise UserError(f"--resume {str(run)!r} {what}: pass the --out directory of a run")
     if config_path is not None:
         raise UserError("--resume continues a run with its own config: drop --config")
     ckpt, skipped = newest(run)

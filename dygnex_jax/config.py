@@ -391,10 +391,9 @@ def load_config(path: str | os.PathLike | None = None, overrides: list[str] = ()
     config = Config()
     if path is not None:
         p = Path(path)
-        if p.is_dir():
-            raise UserError(f"config file {str(p)!r} is a folder: pass a YAML file (e.g. one in configs/)")
-        if not p.is_file():
-            raise UserError(f"config file {str(p)!r} does not exist: pass an existing YAML file")
+        if not p.is_file():  # a folder, /dev/null or a FIFO, nothing
+            what = "is a folder" if p.is_dir() else "is no regular file" if p.exists() else "does not exist"
+            raise UserError(f"config file {str(p)!r} {what}: pass a YAML file (e.g. one in configs/)")
         config = _merge(config, read_yaml(p))
     for text in overrides:
         config = _merge(config, parse_override(text))

@@ -214,3 +214,19 @@ def test_overrides_may_stand_on_both_sides_of_an_option():
         with pytest.raises(SystemExit) as e:
             parse_args(argv)
         assert e.value.code == 2
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["inspect", "--config", "/dev/null"], "config file '/dev/null' is no regular file"),
+        (["train", "--resume", "README.md"], "--resume 'README.md' is a file, not a folder"),
+        (["inspect", "data.dataset=snapshots", "data.path=README.md"], "data.path 'README.md' is a file"),
+    ],
+)
+def test_a_path_of_the_wrong_kind_is_named_as_such(argv, needle, capsys):
+    from dygnex_jax.__main__ import main
+
+    assert main(argv) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], lines

@@ -57,6 +57,11 @@ def snapshot_files(path: str) -> list[Path]:
                 f"data.path {path!r} matches no files: check the pattern (one edge file per snapshot, "
                 "e.g. DIR/day*.txt.gz)"
             )
+    elif p.exists():
+        raise UserError(
+            f"data.path {path!r} is a file: data.dataset=snapshots reads a folder (or a glob) of "
+            "per-snapshot files; one edge stream file is data.dataset=edges"
+        )
     else:
         raise UserError(
             f"snapshot folder {path!r} (data.path) does not exist: give a folder of snapshot files or a "
