@@ -558,3 +558,15 @@ def test_too_few_windows_names_the_real_limit():
         check_sizes(6, 8, 32)
     assert "batch_size >=" not in str(e.value) and "data.train_frac" in str(e.value)
     check_sizes(8, 8, 8)  # exactly enough: no error
+
+
+def test_the_device_advice_is_a_count_that_runs():
+    """64 devices, 27 training windows, B = 8: the advised count (8) passes, the old advice (27) did not."""
+    from dygnex_jax.schedule.base import check_sizes
+
+    with pytest.raises(
+        UserError, match=r"use at most 8 devices \(parallel.devices\), 27 with train.batch_size >= 27"
+    ):
+        check_sizes(27, 64, 8)
+    check_sizes(27, 8, 8)
+    check_sizes(27, 27, 27)

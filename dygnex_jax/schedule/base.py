@@ -124,9 +124,12 @@ def check_sizes(n_windows: int, n_devices: int, batch_size: int) -> None:
         raise UserError("there are no windows to schedule: the split has no target snapshots")
     if n_devices > min(batch_size, n_windows):
         if n_windows < n_devices:  # the split itself is the limit: a larger batch cannot help
+            most = f"{n_windows} devices (parallel.devices)"
+            if batch_size < n_windows:  # the batch binds first
+                most = f"{batch_size} devices (parallel.devices), {n_windows} with train.batch_size >= {n_windows}"
             fix = (
-                f"use at most {n_windows} devices (parallel.devices), or more training windows "
-                "(a larger data.train_frac, a smaller data.window, or more snapshots: data.aggr_time / data.num_snapshots)"
+                f"use at most {most}, or more training windows (a larger data.train_frac, a smaller "
+                "data.window, or more snapshots: data.aggr_time / data.num_snapshots)"
             )
         else:
             fix = f"use at most {batch_size} devices (parallel.devices) or train.batch_size >= {n_devices}"
