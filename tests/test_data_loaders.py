@@ -453,3 +453,16 @@ def test_decimal_times_on_a_bucket_boundary_open_that_bucket():
     assert [len(s) for s in g.snapshots] == [2, 2]
     g = loaders.edge_stream_to_graph(ints % 2, ints % 2 + 2, np.ones(4), ints, symmetric=False, aggr_time=1e9)
     assert [len(s) for s in g.snapshots] == [2, 2]
+
+
+def test_times_past_2_53_need_buckets_to_be_snapshots(tmp_path):
+    """Nanosecond stamps 100 apart round together in float64: a snapshot per distinct time is refused
+    (12 rows read as 5 snapshots before), equal spans are not."""
+    path = tmp_path / "ns.txt"
+    path.write_text(
+        "".join(f"{i % 3} {i % 4 + 3} {1_700_000_000_000_000_000 + i * 100}\n" for i in range(12))
+    )
+    with pytest.raises(UserError, match=r"past 2\*\*53.*set data.aggr_time"):
+        datasets.load_dataset(DataConfig(dataset="edges", path=str(path), window=1))
+    g = datasets.load_dataset(DataConfig(dataset="edges", path=str(path), window=1, num_snapshots=4))
+    assert g.num_snapshots == 4 and sum(len(s) for s in g.snapshots) > 0

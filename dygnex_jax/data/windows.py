@@ -106,7 +106,8 @@ class WindowSet:
             len(self.targets),
             cfg,
             f"snapshots {t}, window {cfg.window}",
-            "use a smaller window or more snapshots",
+            ("use a smaller window or more snapshots" if cfg.window > 1 else "use more snapshots")
+            + " (data.aggr_time / data.num_snapshots for an edge stream)",
         )
         # data.targets: "new" keeps the positives first seen at the target; earlier pairs are skipped
         self.targets_mode = target_mode(cfg)
