@@ -466,3 +466,11 @@ def test_times_past_2_53_need_buckets_to_be_snapshots(tmp_path):
         datasets.load_dataset(DataConfig(dataset="edges", path=str(path), window=1))
     g = datasets.load_dataset(DataConfig(dataset="edges", path=str(path), window=1, num_snapshots=4))
     assert g.num_snapshots == 4 and sum(len(s) for s in g.snapshots) > 0
+
+
+def test_a_short_first_row_is_the_one_blamed(tmp_path):
+    """Most rows have 4 fields: the short first data row (line 2) is named, not the rows after it."""
+    path = tmp_path / "e.csv"
+    path.write_text("u,i,ts,label\n1,2,1\n1,2,3,0\n2,3,4,1\n3,4,5,0\n")
+    with pytest.raises(UserError, match=r"line 2: wrong column count 3 \(line 3 has 4\)"):
+        datasets.load_dataset(DataConfig(dataset="edges", path=str(path), window=1))

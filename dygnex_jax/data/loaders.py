@@ -87,19 +87,22 @@ def split_rows(
         raise UserError(f"{what} file {str(path)!r} is empty (no data rows): give a file with rows")
     linenos = [n for n, _ in kept]
     rows = [f for _, f in kept]
-    ncol = len(rows[0])
+    lens = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+    # the column count most rows have is the file's (a short first row is the odd one, not the rest)
+    values, counts = np.unique(lens, return_counts=True)
+    ncol = int(values[np.argmax(counts)]) if counts.max() > counts.min() or len(values) == 1 else len(rows[0])
+    ref = int(np.argmax(lens == ncol))  # the first row with that count
     expected = " or ".join(str(a) for a in allowed)
     if ncol not in allowed:
         raise UserError(
-            f"{str(path)!r} line {linenos[0]}: {ncol} columns, expected {expected}: fix the row format"
+            f"{str(path)!r} line {linenos[ref]}: {ncol} columns, expected {expected}: fix the row format"
         )
-    lens = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
     bad = np.flatnonzero(lens != ncol)
     if len(bad):
         k = int(bad[0])
         raise UserError(
             f"{str(path)!r} line {linenos[k]}: wrong column count {lens[k]} "
-            f"(line {linenos[0]} has {ncol}): every row needs the same columns"
+            f"(line {linenos[ref]} has {ncol}): every row needs the same columns"
         )
     return rows, linenos
 
