@@ -474,3 +474,9 @@ def test_a_short_first_row_is_the_one_blamed(tmp_path):
     path.write_text("u,i,ts,label\n1,2,1\n1,2,3,0\n2,3,4,1\n3,4,5,0\n")
     with pytest.raises(UserError, match=r"line 2: wrong column count 3 \(line 3 has 4\)"):
         datasets.load_dataset(DataConfig(dataset="edges", path=str(path), window=1))
+
+
+@pytest.mark.parametrize("kw", [{}, {"num_snapshots": 10}, {"aggr_time": 1.0}])
+def test_rows_all_at_one_time_are_named_as_such(kw):
+    with pytest.raises(UserError, match=r"every row has the same time \(5\)"):
+        loaders.edge_stream_to_graph(np.array([1, 2, 3]), np.array([2, 3, 4]), None, np.full(3, 5.0), **kw)

@@ -232,7 +232,7 @@ PROBES = [
     Probe("edges-inf-time", E + "{inf_time}", "error", "time 'inf' is not a finite number"),
     Probe("edges-nan-weight", E + "{nan_weight}", "error", "weight 'nan' is not a finite number"),
     Probe("edges-single-row", E + "{single}", "error", "1 snapshot(s)"),
-    Probe("edges-one-time", E + "{same_time}", "error", "1 snapshot(s)"),
+    Probe("edges-one-time", E + "{same_time}", "error", "every row has the same time"),
     Probe("edges-float-id", E + "{float_id}", "error", "is not an integer"),
     Probe("edges-id-overflow", E + "{big_id}", "error", "is outside the 64-bit range"),
     Probe(

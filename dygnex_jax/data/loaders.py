@@ -318,6 +318,11 @@ def edge_stream_to_graph(
         raise UserError(f"aggr_time ({aggr_time}) and num_snapshots ({num_snapshots}) must be >= 0")
     node_ids, (u, v) = _remap(src, dst)
     t_min, t_max = float(time.min()), float(time.max())
+    if span is None and t_min == t_max and len(time) > 1:  # no bucketing makes two snapshots of it
+        raise UserError(
+            f"dataset {name!r}: every row has the same time ({t_min:g}), so it is one snapshot: a dynamic "
+            "graph needs rows at two or more times (check which column holds the time)"
+        )
     t0, t1 = (t_min, t_max) if span is None else span
     stream_snapshots(name, aggr_time, num_snapshots, t0, max(t1, t_max))  # before any bucket exists
     exact = bool(np.all(time == np.round(time))) and float(t0) == round(float(t0))
