@@ -480,3 +480,13 @@ def test_a_short_first_row_is_the_one_blamed(tmp_path):
 def test_rows_all_at_one_time_are_named_as_such(kw):
     with pytest.raises(UserError, match=r"every row has the same time \(5\)"):
         loaders.edge_stream_to_graph(np.array([1, 2, 3]), np.array([2, 3, 4]), None, np.full(3, 5.0), **kw)
+
+
+def test_binary_without_nul_bytes_is_refused_and_a_dos_eof_is_not(tmp_path):
+    blob = tmp_path / "blob.dat"
+    blob.write_bytes(b"\xd0\x9b\xe7&P\x1a\xbb\x13\xe7\xda\xb0U")  # valid UTF-8 in part, no NUL
+    with pytest.raises(UserError, match="is binary data"):
+        loaders.read_text(blob, "edge")
+    dos = tmp_path / "dos.txt"
+    dos.write_bytes(b"1 2 10\r\n2 3 20\r\n\x1a")
+    assert loaders.read_text(dos, "edge").startswith("1 2 10")

@@ -26,6 +26,9 @@ _MAX_NODES = 2**31 - 1
 # --------------------------------------------------------------------------------------- text parsing
 
 
+_CONTROL_BYTES = bytes(b for b in range(32) if b not in b"\t\n\r\x0b\x0c")  # C0 controls a text may not hold
+
+
 def read_text(path: str | Path, what: str) -> str:
     """Whole file as text; gzip is detected by its magic bytes, not by the extension."""
     p = Path(path)
@@ -45,7 +48,12 @@ def read_text(path: str | Path, what: str) -> str:
             raw = gzip.decompress(raw)
         except (OSError, EOFError, zlib.error):
             raise UserError(f"{what} file {str(p)!r} is a damaged gzip file: fetch it again") from None
-    if b"\x00" in raw[:65536]:
+    head = raw[:65536]
+    # binary: a NUL byte, or C0 control bytes (other than tab, line ends, form feeds and a DOS EOF at the
+    # end) in more than 1 % of the bytes looked at; no text edge list holds them
+    body = head.rstrip(b"\x1a")
+    controls = len(body) - len(body.translate(None, _CONTROL_BYTES))
+    if b"\x00" in head or controls > 0.01 * len(body):
         raise UserError(
             f"{what} file {str(p)!r} is binary data, not a text {what} list: give whitespace- or "
             "comma-separated rows (README: Data)"
