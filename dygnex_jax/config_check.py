@@ -93,7 +93,9 @@ def key_problem(name: str, declared: typing.Mapping, value: Any) -> str | None:
         names = list(choices())
         return None if value in names else f"unknown {name} {value!r}: choose one of {', '.join(names)}"
     if choices:
-        return None if value in choices else f"{name} must be {_either(choices)}, got {value!r}"
+        return (
+            None if value in choices else f"{name} must be {_either(choices)}, got {value!r}: set one of them"
+        )
     if interval is None:
         return None
     also = declared.get("also", {})
@@ -103,7 +105,8 @@ def key_problem(name: str, declared: typing.Mapping, value: Any) -> str | None:
     phrase = interval.describe(integer=isinstance(values[0], int))
     phrase += " (each)" if isinstance(value, tuple) else ""
     phrase += "".join(f", or {v} ({meaning})" for v, meaning in also.items())
-    return f"{name} must be {phrase}, got {list(value) if isinstance(value, tuple) else value}"
+    got = list(value) if isinstance(value, tuple) else value
+    return f"{name} must be {phrase}, got {got}: set {name} within that range"
 
 
 def check_keys(section: Any, prefix: str = "") -> None:

@@ -15,6 +15,8 @@ import yaml
 from .data.timerange import TimePoint, bound_text
 from .errors import UserError
 
+_SCIENTIFIC = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+", re.ASCII)  # 1e9, 2.5E-3
+
 
 def coerce(value: Any, kind: Any, key: str) -> Any:
     origin = typing.get_origin(kind)
@@ -23,16 +25,19 @@ def coerce(value: Any, kind: Any, key: str) -> Any:
     if kind is bool:
         if isinstance(value, bool):
             return value
-        raise UserError(f"config key {key!r} must be true or false, got {value!r}")
+        raise UserError(f"config key {key!r} must be true or false, got {value!r}: write true or false")
     if kind is int:
+        if isinstance(value, str) and _SCIENTIFIC.fullmatch(value.strip()):  # 1e3: YAML 1.1 reads a string
+            number = float(value)
+            value = int(number) if number.is_integer() and abs(number) < 2**63 else value
         if isinstance(value, bool) or not isinstance(value, int):
-            raise UserError(f"config key {key!r} must be an integer, got {value!r}")
+            raise UserError(f"config key {key!r} must be an integer, got {value!r}: write a whole number")
         return value
     if kind is float:
-        if isinstance(value, str) and re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+", value.strip()):
+        if isinstance(value, str) and _SCIENTIFIC.fullmatch(value.strip()):
             value = float(value)  # YAML 1.1 reads 1e9 (no dot) as a string
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise UserError(f"config key {key!r} must be a number, got {value!r}")
+            raise UserError(f"config key {key!r} must be a number, got {value!r}: write a number such as 0.5")
         return float(value)
     if kind is str:
         if isinstance(value, bool):  # YAML 1.1 reads off / on / no / yes as booleans

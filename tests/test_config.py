@@ -149,22 +149,46 @@ def test_every_declared_range_and_choice_is_enforced(name, bad, tmp_path):
 
 def test_out_of_range_messages_read_as_before():
     for override, line in [
-        ("train.batch_size=0", "train.batch_size must be positive, got 0"),
-        ("train.learning_rate=.inf", "train.learning_rate must be positive and finite, got inf"),
-        ("train.checkpoint_every=-1", "train.checkpoint_every must be >= 0, got -1"),
-        ("train.on_nonfinite=halt", "train.on_nonfinite must be stop or skip, got 'halt'"),
-        ("data.train_frac=1", "data.train_frac must be in (0, 1), got 1.0"),
-        ("parallel.max_budgets=65", "parallel.max_budgets must be in 1..64, got 65"),
+        (
+            "train.batch_size=0",
+            "train.batch_size must be positive, got 0: set train.batch_size within that range",
+        ),
+        (
+            "train.learning_rate=.inf",
+            "train.learning_rate must be positive and finite, got inf: set train.learning_rate within that range",
+        ),
+        (
+            "train.checkpoint_every=-1",
+            "train.checkpoint_every must be >= 0, got -1: set train.checkpoint_every within that range",
+        ),
+        ("train.on_nonfinite=halt", "train.on_nonfinite must be stop or skip, got 'halt': set one of them"),
+        (
+            "data.train_frac=1",
+            "data.train_frac must be in (0, 1), got 1.0: set data.train_frac within that range",
+        ),
+        (
+            "parallel.max_budgets=65",
+            "parallel.max_budgets must be in 1..64, got 65: set parallel.max_budgets within that range",
+        ),
         (
             "parallel.compile_seconds=-1",
-            "parallel.compile_seconds must be in (0, 86400], or 0 (auto), got -1.0",
+            "parallel.compile_seconds must be in (0, 86400], or 0 (auto), got -1.0: set parallel.compile_seconds within that range",
         ),
-        ("parallel.compile_steps=-2", "parallel.compile_steps must be >= 0, or -1 (auto), got -2.0"),
-        ("parallel.bucket_ratio=1", "parallel.bucket_ratio must be > 1 and finite, got 1.0"),
-        ("data.last_snapshots=-2", "data.last_snapshots must be >= 0, or -1 (default), got -2"),
+        (
+            "parallel.compile_steps=-2",
+            "parallel.compile_steps must be >= 0, or -1 (auto), got -2.0: set parallel.compile_steps within that range",
+        ),
+        (
+            "parallel.bucket_ratio=1",
+            "parallel.bucket_ratio must be > 1 and finite, got 1.0: set parallel.bucket_ratio within that range",
+        ),
+        (
+            "data.last_snapshots=-2",
+            "data.last_snapshots must be >= 0, or -1 (default), got -2: set data.last_snapshots within that range",
+        ),
         (
             "train.class_weights=[0.5, -1]",
-            "train.class_weights must be positive and finite (each), got [0.5, -1.0]",
+            "train.class_weights must be positive and finite (each), got [0.5, -1.0]: set train.class_weights within that range",
         ),
         ("data.syn_nodes=5", "data.syn_nodes (5) must be >= 2 * data.syn_communities (6)"),
     ]:
@@ -179,7 +203,10 @@ def test_neg_sampling_typo_is_rejected():
     assert load_config(None, ["data.neg_sampling=active"]).data.neg_sampling == "active"
     with pytest.raises(UserError) as err:
         load_config(None, ["data.neg_sampling=smart"])
-    assert str(err.value) == "data.neg_sampling must be uniform, active or evolvegcn, got 'smart'"
+    assert (
+        str(err.value)
+        == "data.neg_sampling must be uniform, active or evolvegcn, got 'smart': set one of them"
+    )
 
 
 def test_schedule_method_is_checked_once_in_config_against_the_strategies():
@@ -252,3 +279,10 @@ def test_changed_keys_reads_an_older_versions_config():
     old["train"]["eval_every"] = 5
     old["model"]["hidden"] = config.model.hidden + 1
     assert changed_keys(config, old) == ["model.hidden"]
+
+
+def test_an_integer_key_takes_scientific_notation_of_a_whole_number():
+    """YAML 1.1 reads 1e3 as a string: an integer key takes it as 1000, and refuses 1.5e0 with the fix."""
+    assert load_config(None, ["train.epochs=1e3"]).train.epochs == 1000
+    with pytest.raises(UserError, match="must be an integer, got '1.5e0': write a whole number"):
+        load_config(None, ["train.epochs=1.5e0"])
