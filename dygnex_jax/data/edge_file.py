@@ -37,8 +37,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import UserError
-from .headers import ROLE_WORDS, first_lines, integer_ids, is_header, is_number, words
-from .loaders import columns, first_odd_token, read_text, split_rows
+from .headers import ROLE_WORDS, first_lines, first_odd_token, integer_ids, is_header, is_number, words
+from .loaders import columns, read_text, split_rows
 
 NAMES_KEY = "_node_names"  # read_edge_file's facts: the names behind ids 0..K-1 (timerange takes it out)
 _DATE = re.compile(

@@ -62,3 +62,13 @@ def is_header(first: list[str], second: list[str] | None) -> bool:
     if second is not None and any(is_number(f) for f in second):
         return True
     return any(words(f) & COLUMN_WORDS for f in first)
+
+
+def first_odd_token(tokens: list[str]) -> int | None:
+    """The index of the first token that Python's int() / float() would read but a text file of numbers
+    does not mean as one: an underscore (``1_0`` is 10 to Python) or a non-ASCII character (``١٠``,
+    Arabic-Indic digits, is 10 too); None when every token is plain ASCII without underscores."""
+    joined = "".join(tokens)
+    if joined.isascii() and "_" not in joined:
+        return None
+    return next(k for k, t in enumerate(tokens) if not t.isascii() or "_" in t)

@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import UserError
 from ..resources import check_snapshots, interval_rows, stream_snapshots
 from .graph import DynamicGraph
-from .headers import is_header
+from .headers import first_odd_token, is_header
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _MAX_NODES = 2**31 - 1
@@ -127,16 +127,6 @@ def _first_failure(tokens: list[str], dtype: type) -> int:
         else:
             lo = mid
     return lo
-
-
-def first_odd_token(tokens: list[str]) -> int | None:
-    """The index of the first token that Python's int() / float() would read but a text file of numbers
-    does not mean as one: an underscore (``1_0`` is 10 to Python) or a non-ASCII character (``١٠``,
-    Arabic-Indic digits, is 10 too); None when every token is plain ASCII without underscores."""
-    joined = "".join(tokens)
-    if joined.isascii() and "_" not in joined:
-        return None
-    return next(k for k, t in enumerate(tokens) if not t.isascii() or "_" in t)
 
 
 def columns(path: str | Path, rows: list[list[str]], linenos: list[int], spec: list[tuple[str, str]]) -> list:
