@@ -98,7 +98,7 @@ def split_rows(
     lens = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
     # the column count most rows have is the file's (a short first row is the odd one, not the rest)
     values, counts = np.unique(lens, return_counts=True)
-    ncol = int(values[np.argmax(counts)]) if counts.max() > counts.min() or len(values) == 1 else len(rows[0])
+    ncol = int(values[np.argmax(counts)]) if counts.max() > counts.min() else len(rows[0])
     ref = int(np.argmax(lens == ncol))  # the first row with that count
     expected = " or ".join(str(a) for a in allowed)
     if ncol not in allowed:
@@ -137,24 +137,24 @@ def columns(path: str | Path, rows: list[list[str]], linenos: list[int], spec: l
     for j, (name, kind) in enumerate(spec):
         tokens = flat[j::ncol]
         dtype = np.int64 if kind == "id" else np.float64
-        try:
-            if first_odd_token(tokens) is not None:
-                raise ValueError
-            col = np.array(tokens, dtype=dtype)
-        except (ValueError, OverflowError):
-            k = first_odd_token(tokens)
-            k = _first_failure(tokens, dtype) if k is None else k
+        k = first_odd_token(tokens)  # a token numpy would read, but no file means as a number
+        if k is None:
+            try:
+                col = np.array(tokens, dtype=dtype)
+            except (ValueError, OverflowError):
+                k = _first_failure(tokens, dtype)
+        if k is not None:
             digits = tokens[k].lstrip("+-")
             if kind == "id" and digits.isascii() and digits.isdigit():  # an integer, past int64
                 raise UserError(
                     f"{str(path)!r} line {linenos[k]}: {name} {tokens[k]} is outside the 64-bit range "
                     f"(-2**63 .. 2**63 - 1): renumber the nodes (any distinct integers will do)"
-                ) from None
+                )
             need, date = "an integer" if kind == "id" else "a number", tokens[k][4:5] == "-" == tokens[k][7:8]
             fix = "write every time one way: numbers (Unix seconds) or ISO dates" if date else ""
             raise UserError(
                 f"{str(path)!r} line {linenos[k]}: {name} {tokens[k]!r} is not {need}: {fix or 'fix or remove the row'}"
-            ) from None
+            )
         if kind == "num":
             bad = np.flatnonzero(~np.isfinite(col))
             if len(bad):
@@ -348,6 +348,13 @@ def edge_stream_to_graph(
         times = t0 + np.arange(num) * width
     else:
         mode = "distinct_times"
+        if max(abs(t_min), abs(t_max)) > 2.0**53:  # float64 holds integers exactly only to 2**53
+            raise UserError(
+                f"dataset {name!r}: times reach {max(abs(t_min), abs(t_max)):.4g}, past 2**53, where "
+                "float64 rounds distinct times together, so a snapshot per distinct time is not exact: "
+                "set data.aggr_time (in the file's time unit, e.g. 86400e9 for days of nanoseconds) or "
+                "data.num_snapshots"
+            )
         times, bucket = np.unique(time, return_inverse=True)
         num = len(times)
         check_snapshots(num, f"dataset {name!r}: a snapshot per distinct time", "set data.aggr_time=SECONDS")

@@ -122,14 +122,6 @@ def read_stream(path, cfg, *, aggr_time: float, name: str = "edges") -> DynamicG
         src, dst, time = src[keep], dst[keep], time[keep]
         weight = None if weight is None else weight[keep]
         span = (float(time.min()) if lo is None else lo, float(time.max()) if hi is None else hi)
-    if not aggr_time and not cfg.num_snapshots and len(time) and float(np.abs(time).max()) > 2.0**53:
-        # float64 holds integers exactly only to 2**53: distinct times beyond it may round together
-        raise UserError(
-            f"{str(path)!r}: times reach {float(np.abs(time).max()):.4g}, past 2**53, where float64 "
-            "rounds distinct times together, so a snapshot per distinct time is not exact: set "
-            "data.aggr_time (in the file's time unit, e.g. 86400e9 for days of nanoseconds) or "
-            "data.num_snapshots"
-        )
     graph = edge_stream_to_graph(
         src,
         dst,
