@@ -114,6 +114,18 @@ CASES = {
         "keep no rows of",
     ),
     "snapshots-path-missing": (["train", "data.dataset=snapshots", "data.path={nowhere}"], "does not exist"),
+    "snapshots-path-is-a-file": (
+        ["train", "data.dataset=snapshots", "data.path={good}"],
+        "is a file: data.dataset=snapshots reads a folder",
+    ),
+    "edge-times-one-value": (
+        ["train", "data.dataset=edges", "data.path={same_time}", "data.num_snapshots=10"],
+        "every row has the same time (5)",
+    ),
+    "edge-times-past-2-53": (
+        ["train", "data.dataset=edges", "data.path={ns_times}"],
+        "past 2**53, where float64 rounds distinct times together",
+    ),
     "snapshots-folder-empty": (
         ["train", "data.dataset=snapshots", "data.path={empty_dir}"],
         "holds no files",
@@ -341,6 +353,7 @@ CASES = {
         "none of its checkpoints restores (epoch_000002: meta.json is not valid JSON",
     ),
     "resume-missing-dir": (["train", "--resume", "{nowhere}"], "does not exist"),
+    "resume-is-a-file": (["train", "--resume", "{good}"], "is a file, not a folder"),
     "resume-no-checkpoint": (["train", "--resume", "{half_checkpoint_run}"], "holds no complete checkpoint"),
     "resume-with-config": (
         ["train", "--resume", "{fake_checkpoint_run}", "--config", SMOKE],
@@ -486,6 +499,11 @@ def inputs(tmp_path):
         "big_id": write("big_id.txt", "1 2 10\n12345678901234567890123 2 20\n"),
         "bad_time": write("bad_time.txt", "1 2 10\n2 3 noon\n"),
         "good": write("good.txt", GOOD),
+        "same_time": write("same_time.txt", "".join(f"{i} {i + 1} 5\n" for i in range(10))),
+        "ns_times": write(
+            "ns.txt",
+            "".join(f"{i % 3} {i % 4 + 3} {1_700_000_000_000_000_000 + i * 100}\n" for i in range(12)),
+        ),
         # ratings all positive (src dst rating time): every edge_cls label is 1
         "one_class": write(
             "one_class.txt", "".join(f"{i % 7} {(i * 3 + 1) % 7} 5 {i * 10}\n" for i in range(60))
