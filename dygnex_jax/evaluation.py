@@ -96,12 +96,19 @@ def snapshot_metrics_compressed(
     pos_src_global: np.ndarray,
     excluded: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> tuple[float, float, int]:
-    """``snapshot_metrics_all`` without the [N, N] matrix: exact, in O(L^2) for L local nodes.
+    """``snapshot_metrics_all`` without the [N, N] matrix: exact, in O(L^2 log L) for L local nodes.
 
     Global node u has local id ``a(u)``; ``multiplicity[a]`` global nodes share local id a (1 for an
     active node, the number of inactive nodes for the background node). The score of a global pair is
     ``local_scores[a(u), a(v)]``, so the N^2 - N candidates collapse into L^2 weighted cells (minus the
     u == v pairs) plus the true edges, and AP / MRR are computed with those weights.
+
+    Only the thresholds at the true edges' scores move the recall, so AP needs, at each distinct true-edge
+    score x, the weighted count of candidates scoring >= x: one sort of the L^2 cells counts them as if
+    every cell weighed 1, and the few cells that do not (the background's row and column, the diagonal,
+    the true edges' and the excluded pairs' cells) are corrected exactly (``_cell_corrections``). MRR
+    compares each true edge's score with its source's row (``_row_ranks``). Scores with a NaN rank
+    nothing: MAP and MRR are NaN.
 
     Args:
       local_scores: [L, L] scores of local pairs.
@@ -111,37 +118,101 @@ def snapshot_metrics_compressed(
         local targets and global sources, sorted by the global source.
     """
     m = np.asarray(multiplicity, np.float64)
-    total = np.outer(m, m) - np.diag(m)  # ordered pairs u != v per cell
-    positives = np.zeros_like(total)
-    np.add.at(positives, (pos_src, pos_dst), 1.0)
-    negatives = total - positives
+    n = float(m.sum())
+    count = int(n * n - n) - (0 if excluded is None else len(excluded[0]))
+    scores = np.asarray(local_scores)
+    pos_src, pos_dst = np.asarray(pos_src, np.int64), np.asarray(pos_dst, np.int64)
+    if len(pos_src) == 0 or np.isnan(scores).any():
+        return float("nan"), float("nan"), count
+    x = scores[pos_src, pos_dst]
+    levels, per_level = np.unique(x, return_counts=True)  # ascending distinct true-edge scores
+    tps = np.cumsum(per_level[::-1])[::-1].astype(np.float64)  # true edges scoring >= each level
+    cells = np.sort(scores.ravel())
+    fps = (cells.size - np.searchsorted(cells, levels, side="left")).astype(np.float64)
+    codes, weights = _cell_corrections(m, pos_src * len(m) + pos_dst, excluded)
+    fps += at_or_above(levels, scores.ravel()[codes], weights)
+    ap = float(np.sum(per_level / len(x) * tps / (tps + fps)))
+    greater, equal = _row_ranks(scores, m, pos_src, x, pos_src_global, excluded)
+    rr = 1.0 / (1.0 + greater + (equal - 1.0) / 2.0)
+    _, source = np.unique(pos_src_global, return_inverse=True)
+    mrr = float(np.mean(np.bincount(source, rr) / np.bincount(source)))
+    return ap, mrr, count
+
+
+def at_or_above(levels: np.ndarray, values: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """[len(levels)] sum of the ``weights`` of the ``values`` >= each of the ascending ``levels``."""
+    reached = np.searchsorted(levels, values, side="right")  # how many levels each value reaches
+    per = np.bincount(reached, weights, minlength=len(levels) + 1)
+    return np.cumsum(per[::-1])[::-1][1:]
+
+
+def _cell_corrections(m: np.ndarray, pos_codes: np.ndarray, excluded) -> tuple[np.ndarray, np.ndarray]:
+    """The cells a * L + b whose negative-candidate weight is not 1, and that weight minus 1.
+
+    A cell weighs ``m[a] m[b]`` ordered pairs, less ``m[a]`` self-pairs on the diagonal, less its true
+    edges and excluded pairs; only the rows and columns of multiplicity != 1, the diagonal and the true
+    edges' and excluded pairs' cells can differ from 1."""
+    size = len(m)
+    odd = np.flatnonzero(m != 1)
+    every = np.arange(size, dtype=np.int64)
+    ex_codes = np.zeros(0, np.int64)
     if excluded is not None:
-        np.add.at(negatives, (excluded[0], excluded[1]), -1.0)
-    scores = np.r_[local_scores.ravel(), local_scores[pos_src, pos_dst]]
-    weights = np.r_[negatives.ravel(), np.ones(len(pos_src))]
-    labels = np.r_[np.zeros(total.size, bool), np.ones(len(pos_src), bool)]
-    keep = weights > 0
-    ap = average_precision(scores[keep], labels[keep], weights[keep])
-    rr = []
-    for u in np.unique(pos_src_global):
-        mine = pos_src_global == u
-        a = pos_src[mine][0]
-        row = local_scores[a].astype(np.float64)
-        count = m.copy()
-        count[a] -= 1.0  # v != u
-        if excluded is not None:  # nor an excluded (u, v)
-            lo, hi = np.searchsorted(excluded[2], [u, u + 1])
-            np.add.at(count, excluded[1][lo:hi], -1.0)
-        order = np.argsort(row)
-        sorted_row, cum = row[order], np.r_[0.0, np.cumsum(count[order])]
-        x = row[pos_dst[mine]]
-        lo = np.searchsorted(sorted_row, x, side="left")
-        hi = np.searchsorted(sorted_row, x, side="right")
-        greater = cum[-1] - cum[hi]
-        equal = cum[hi] - cum[lo]
-        rr.append(np.mean(1.0 / (1.0 + greater + (equal - 1.0) / 2.0)))
-    mrr = float(np.mean(rr)) if rr else float("nan")
-    return ap, mrr, int(total.sum()) - (0 if excluded is None else len(excluded[0]))
+        ex_codes = np.sort(np.asarray(excluded[0], np.int64) * size + np.asarray(excluded[1], np.int64))
+    pos_codes = np.sort(pos_codes)
+    codes = np.unique(
+        np.concatenate(
+            [
+                (odd[:, None] * size + every).ravel(),
+                (every[:, None] * size + odd).ravel(),
+                every * (size + 1),
+                pos_codes,
+                ex_codes,
+            ]
+        )
+    )
+    a, b = codes // size, codes % size
+    w = m[a] * m[b] - np.where(a == b, m[a], 0.0)
+    for taken in (pos_codes, ex_codes):
+        w -= np.searchsorted(taken, codes, side="right") - np.searchsorted(taken, codes, side="left")
+    keep = w != 1.0
+    return codes[keep], w[keep] - 1.0
+
+
+def _row_ranks(scores, m, pos_src, x, pos_src_global, excluded) -> tuple[np.ndarray, np.ndarray]:
+    """For every true edge (a, ., x): the weighted count of its source's candidates scoring above x and
+    equal to x. A source's candidates are every global v != u (column b weighs ``m[b]``, less the source
+    itself) but its excluded pairs."""
+    size = len(m)
+    odd = np.flatnonzero(m != 1)
+    greater, equal = np.empty(len(x)), np.empty(len(x))
+    step = max(1, (1 << 22) // max(size, 1))  # rows compared at a time: bounded memory
+    for lo in range(0, len(x), step):
+        rows, xs = scores[pos_src[lo : lo + step]], x[lo : lo + step, None]
+        above, tied = rows > xs, rows == xs
+        greater[lo : lo + step] = np.count_nonzero(above, 1) + above[:, odd] @ (m[odd] - 1.0)
+        equal[lo : lo + step] = np.count_nonzero(tied, 1) + tied[:, odd] @ (m[odd] - 1.0)
+    own = scores[pos_src, pos_src]  # v != u: the source's own cell loses one pair
+    greater -= own > x
+    equal -= own == x
+    if excluded is not None and len(excluded[0]):
+        values = scores[np.asarray(excluded[0]), np.asarray(excluded[1])]
+        above, tied = _grouped_ranks(np.asarray(excluded[2]), values, np.asarray(pos_src_global), x)
+        greater -= above
+        equal -= tied
+    return greater, equal
+
+
+def _grouped_ranks(groups, values, query_groups, query_values) -> tuple[np.ndarray, np.ndarray]:
+    """For each query: how many (group, value) entries of its group have a value above its value and
+    equal to it; by one sorted integer key (group rank, value rank), no loop over groups."""
+    names = np.unique(np.r_[groups, query_groups])
+    levels = np.unique(np.r_[values, query_values])
+    width = len(levels) + 1
+    keys = np.sort(np.searchsorted(names, groups) * width + np.searchsorted(levels, values))
+    base = np.searchsorted(names, query_groups) * width
+    own = base + np.searchsorted(levels, query_values)
+    right, left = np.searchsorted(keys, own, side="right"), np.searchsorted(keys, own, side="left")
+    return np.searchsorted(keys, base + width - 1, side="right") - right, right - left
 
 
 def sample_candidates(

@@ -123,3 +123,47 @@ def test_weighted_ap_equals_repeated_samples():
     w = rng.integers(1, 4, size=30)
     expanded = average_precision(np.repeat(scores, w), np.repeat(labels, w))
     assert average_precision(scores, labels, w) == pytest.approx(expanded)
+
+
+def test_compressed_metrics_with_excluded_pairs_and_no_background_against_brute_force():
+    """Excluded pairs (data.targets: new), ties, and a background of multiplicity 0 (every node active):
+    the compressed figures equal AP and per-source MRR over the expanded candidate list."""
+    from dygnex_jax.evaluation import snapshot_metrics_compressed
+
+    rng = np.random.default_rng(11)
+    for trial in range(30):
+        n = int(rng.integers(4, 25))
+        size = int(rng.integers(1, n + 1))  # == n: no inactive node, the background weighs 0
+        active = np.sort(rng.choice(n, size=size, replace=False))
+        local = np.full(n, size)
+        local[active] = np.arange(size)
+        s_local = np.round(rng.normal(size=(size + 1, size + 1)), 1)
+        pairs = [(u, v) for u in range(n) for v in range(n) if u != v]
+        pick = rng.permutation(len(pairs))
+        positive = sorted(pairs[i] for i in pick[: int(rng.integers(1, 2 * n))])
+        excluded = sorted(pairs[i] for i in pick[len(positive) : len(positive) + int(rng.integers(0, 3 * n))])
+        src, dst = np.array(positive).T
+        ex = np.array(excluded, dtype=np.int64).reshape(-1, 2)
+        mult = np.r_[np.ones(size), n - size]
+        got = snapshot_metrics_compressed(
+            s_local, mult, local[src], local[dst], src, (local[ex[:, 0]], local[ex[:, 1]], ex[:, 0])
+        )
+        keep = [p for p in pairs if p not in set(excluded)]
+        s = np.array([s_local[local[u], local[v]] for u, v in keep])
+        y = np.array([p in set(positive) for p in keep])
+        assert got[2] == len(keep)
+        rr = []
+        for u in sorted(set(src.tolist())):
+            mine = np.array([p[0] == u for p in keep])
+            rr.append(reciprocal_ranks(s[mine], y[mine]).mean())
+        np.testing.assert_allclose(
+            got[:2], [average_precision(s, y), np.mean(rr)], rtol=1e-9, err_msg=f"{trial}"
+        )
+
+
+def test_compressed_metrics_are_nan_when_a_score_is_nan():
+    from dygnex_jax.evaluation import snapshot_metrics_compressed
+
+    s = np.array([[0.0, np.nan], [1.0, 2.0]])
+    ap, mrr, count = snapshot_metrics_compressed(s, np.ones(2), np.array([0]), np.array([1]), np.array([0]))
+    assert np.isnan(ap) and np.isnan(mrr) and count == 2
