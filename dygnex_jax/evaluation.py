@@ -29,21 +29,26 @@ import numpy as np
 
 
 def average_precision(scores: np.ndarray, labels: np.ndarray, weights: np.ndarray | None = None) -> float:
-    """sklearn-compatible average precision (optionally with sample weights); NaN without positives."""
+    """sklearn-compatible average precision (optionally with sample weights); NaN without positives.
+
+    Step-wise over the distinct scores (tied scores form one threshold); only the thresholds at positive
+    scores move the recall, so the sum runs over those, with the weighted count of negatives at or above
+    each (one sort of the negatives when unweighted)."""
     scores = np.asarray(scores, np.float64).ravel()
     labels = np.asarray(labels).ravel().astype(bool)
     w = np.ones(len(scores)) if weights is None else np.asarray(weights, np.float64).ravel()
     n_pos = float(w[labels].sum())
     if n_pos == 0:
         return float("nan")
-    order = np.argsort(-scores, kind="mergesort")
-    s, y, w = scores[order], labels[order], w[order]
-    last = np.r_[np.flatnonzero(np.diff(s)), len(s) - 1]  # last index of each distinct score
-    tps = np.cumsum(w * y)[last]
-    fps = np.cumsum(w * ~y)[last]
-    precision = tps / np.maximum(tps + fps, 1e-300)
-    recall = tps / n_pos
-    return float(np.sum(np.diff(np.r_[0.0, recall]) * precision))
+    levels, level = np.unique(scores[labels], return_inverse=True)
+    per_level = np.bincount(level, w[labels], minlength=len(levels))
+    tps = np.cumsum(per_level[::-1])[::-1]
+    negatives = scores[~labels]
+    if weights is None:
+        fps = len(negatives) - np.searchsorted(np.sort(negatives), levels, side="left")
+    else:
+        fps = at_or_above(levels, negatives, w[~labels])
+    return float(np.sum(per_level / n_pos * tps / np.maximum(tps + fps, 1e-300)))
 
 
 def reciprocal_ranks(scores: np.ndarray, positive: np.ndarray) -> np.ndarray:
