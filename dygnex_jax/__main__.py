@@ -146,7 +146,7 @@ def _train(args, config) -> None:
     if not args.resume:
         train_and_evaluate(config, args.out)
         return
-    from .checkpoint import resume_config
+    from .resume import resume_config
 
     if args.out and args.out != args.resume:
         raise UserError("--resume writes to the run's own directory: drop --out")

@@ -40,16 +40,13 @@ import json
 import os
 import re
 import shutil
-import sys
-import tempfile
 from pathlib import Path
 
 import jax
 import numpy as np
-import yaml
 
 from . import parallel, runlock
-from .config import Config, TrainConfig, changed_keys, dump_config, load_config, to_dict
+from .config import Config, TrainConfig, dump_config, to_dict
 from .errors import UserError
 from .files import atomic_write_text, json_text
 from .graphs import Budget
@@ -218,6 +215,7 @@ def trainer_meta(trainer, epoch: int, history: list[dict]) -> dict:
         "version": VERSION,
         "epoch": epoch,
         "config": to_dict(c),
+        "data_digest": trainer.graph.digest,  # resume.check_data: moved data must be this data
         "rng": {
             "init": f"train.seed={c.train.seed}",
             "schedule_and_negatives": f"(train.seed={c.train.seed}, epoch); next epoch {epoch + 1}",
@@ -334,60 +332,6 @@ def _write_failure(e: Exception, root: Path) -> str | None:
 
 
 # ----------------------------------------------------------------------------------------- resuming
-
-
-def resume_config(run_dir: str | Path, config_path: str | None, overrides: list[str]) -> Config:
-    """The config of the run in ``run_dir`` with the allowed ``overrides``; UserErrors otherwise. A run
-    without any checkpoint (interrupted before its first) is resumed from epoch 1 with its config.yaml."""
-    run = Path(run_dir)
-    if not run.is_dir():
-        what = "is a file, not a folder" if run.exists() else "does not exist"
-        raise UserError(f"--resume {str(run)!r} {what}: pass the --out directory of a run")
-    if config_path is not None:
-        raise UserError("--resume continues a run with its own config: drop --config")
-    ckpt, skipped = newest(run)
-    has_config = (run / "config.yaml").is_file()
-    if ckpt is None and not has_config:
-        raise UserError(
-            f"--resume {str(run)!r} holds no complete checkpoint (looked in {str(run / FOLDER)!r}): "
-            "start the run again with --out"
-        )
-    if ckpt is None and skipped:
-        raise UserError(none_restores(run, skipped))
-    if ckpt is not None and not has_config:  # deleted: the checkpoint holds the config it trained with
-        has_config = _restore_config(run, ckpt)
-    if not has_config:
-        raise UserError(f"--resume {str(run)!r} has no config.yaml: pass the --out directory of a run")
-    config = load_config(run / "config.yaml", overrides)
-    trained = ckpt.meta["config"] if ckpt else to_dict(load_config(run / "config.yaml"))
-    refused = [k for k in changed_keys(config, trained) if k not in RESUMABLE_CHANGES]
-    if refused:
-        raise UserError(
-            f"--resume cannot change {', '.join(refused)} (the checkpoint was trained with other values): "
-            f"only {', '.join(RESUMABLE_CHANGES)} may change"
-        )
-    if ckpt is not None and config.train.epochs < ckpt.epoch:
-        raise UserError(
-            f"train.epochs={config.train.epochs} but the checkpoint is at epoch {ckpt.epoch}: "
-            "resume with train.epochs >= that"
-        )
-    return config
-
-
-def _restore_config(run: Path, ckpt) -> bool:
-    """Write ``run/config.yaml`` back from the checkpoint's config (a note on stderr); False, nothing
-    written (checked in a temp folder first), when that config does not load here (older keys)."""
-    path = run / "config.yaml"
-    text = yaml.safe_dump(ckpt.meta["config"], sort_keys=False)
-    with tempfile.TemporaryDirectory(prefix="dygnex-restore-") as tmp:  # checked before the run sees it
-        probe = atomic_write_text(Path(tmp) / "config.yaml", text)
-        try:
-            load_config(probe)
-        except UserError:
-            return False
-    atomic_write_text(path, text)
-    print(f"{path} was missing: restored from the checkpoint of epoch {ckpt.epoch}", file=sys.stderr)
-    return True
 
 
 def none_restores(run: Path, skipped: list[str]) -> str:

@@ -12,7 +12,6 @@ first); ``KeyboardInterrupt`` then reaches the caller (the CLI exits with 130).
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import os
 import time
@@ -23,6 +22,7 @@ from .config import Config
 from .errors import UserError
 from .eval_estimate import evaluation_note
 from .files import atomic_write_text, json_text
+from .resume import absolute_paths, check_data, record_moved_data
 from .runlog import (
     Progress,
     check_run_names,
@@ -57,15 +57,6 @@ COST_MODEL_FILE = "cost_model.json"  # OUT/: the cost model the run started with
 WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EFBIG)
 
 
-def absolute_paths(config: Config) -> Config:
-    """``config`` with ``data.path`` and ``data.root`` absolute (``~`` expanded; a glob stays a glob)."""
-    data = config.data
-    fixed = {k: os.path.abspath(os.path.expanduser(v)) for k in ("path", "root") if (v := getattr(data, k))}
-    if all(fixed[k] == getattr(data, k) for k in fixed):
-        return config
-    return dataclasses.replace(config, data=dataclasses.replace(data, **fixed))
-
-
 def train_and_evaluate(
     config: Config, out_dir: str | Path | None = None, *, stream=None, resume: bool = False
 ) -> dict:
@@ -73,7 +64,7 @@ def train_and_evaluate(
     with checkpoints under ``out_dir/checkpoints`` (see checkpoint.py).
 
     Everything that can fail on bad input (data, config, devices) is checked before ``out_dir`` is
-    created. With ``resume``, ``out_dir`` is an earlier run (``checkpoint.resume_config`` checked it):
+    created. With ``resume``, ``out_dir`` is an earlier run (``resume.resume_config`` checked it):
     training continues after its newest checkpoint that restores cleanly, or from epoch 1 if it has none.
     In a multi-process run every process trains; only process 0 prints, writes files and holds the
     run directory's lock. Returns the summary dict.
@@ -177,7 +168,10 @@ def _start(trainer: Trainer, out: Path, resume: bool, progress: Progress, lock) 
     if resume:
         lock.acquire()  # taken already unless the folder is not writable: then this says so
         logged = logged_rows(out)
+        moved = check_data(trainer, checkpoint.newest(out)[0], out)  # data.path / data.root moved?
         ckpt, history = checkpoint.restore_newest(trainer, out, progress.line)
+        if moved and lock.active:
+            record_moved_data(config, out)
         first = ckpt.epoch + 1 if ckpt is not None else 1
         if lock.active:
             checkpoint.rewind_logs(out, history, config)

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from helpers import LOOP, make_trainer
 
-from dygnex_jax import checkpoint
+from dygnex_jax import checkpoint, resume
 from dygnex_jax.__main__ import main
 from dygnex_jax.train import NonFiniteStep
 
@@ -252,12 +252,12 @@ def test_resume_restores_a_deleted_config_from_the_checkpoint(tmp_path, capsys):
 
     trained = to_dict(load_config(SMOKE))
     run = _fake_run(tmp_path / "run", trained)
-    config = checkpoint.resume_config(run, None, ["train.epochs=9"])
+    config = resume.resume_config(run, None, ["train.epochs=9"])
     assert (run / "config.yaml").is_file() and "was missing: restored" in capsys.readouterr().err
     assert to_dict(load_config(run / "config.yaml")) == trained and config.train.epochs == 9
     bad = _fake_run(tmp_path / "bad", {**trained, "no_such_section": {"x": 1}})
     with pytest.raises(checkpoint.UserError, match="has no config.yaml"):
-        checkpoint.resume_config(bad, None, [])
+        resume.resume_config(bad, None, [])
     assert not (bad / "config.yaml").exists()
 
 
@@ -280,3 +280,39 @@ def test_a_run_of_a_relative_data_path_resumes_from_any_folder(tmp_path, monkeyp
     assert main(["train", "--resume", str(tmp_path / "run"), "train.epochs=2"]) == 0
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["epochs"] == 2
+
+
+def test_a_run_whose_data_moved_resumes_from_the_new_place_only_with_the_same_data(tmp_path, monkeypatch):
+    """--resume with data.path naming where the file moved continues the run (config.yaml then names the
+    new place: a later resume needs no override) and trains the same epochs as a run never interrupted;
+    a file of other contents there is refused before anything is written."""
+    import yaml
+
+    rng = np.random.default_rng(0)
+    rows = [f"{a} {b} {t}" for a, b, t in zip(rng.integers(0, 30, 400), rng.integers(0, 30, 400), range(400))]
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "e.txt").write_text("\n".join(rows) + "\n")
+    monkeypatch.chdir(tmp_path)
+    args = ["data.dataset=edges", "data.path=old/e.txt", "data.aggr_time=20", *LOOP, "eval.every=100"]
+    assert main(["train", "--out", "whole", *args, "train.epochs=3"]) == 0
+    assert main(["train", "--out", "run", *args, "train.epochs=2"]) == 0
+    (tmp_path / "new").mkdir()
+    (tmp_path / "old" / "e.txt").rename(tmp_path / "new" / "e.txt")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "e.txt").write_text("\n".join(rows[:-40]) + "\n")
+    before = {p.name: p.read_bytes() for p in (tmp_path / "run").iterdir() if p.is_file()}
+    with pytest.raises(checkpoint.UserError, match="is not the data this run trained on"):
+        from dygnex_jax.train import train_and_evaluate
+
+        config = resume.resume_config(tmp_path / "run", None, ["train.epochs=3", "data.path=other/e.txt"])
+        train_and_evaluate(config, tmp_path / "run", resume=True)
+    assert {p.name: p.read_bytes() for p in (tmp_path / "run").iterdir() if p.is_file()} == before
+    assert main(["train", "--resume", "run", "train.epochs=3", "data.path=new/e.txt"]) == 0
+    saved = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())["data"]["path"]
+    assert saved == str(tmp_path / "new" / "e.txt")
+    ours, theirs = (
+        [json.loads(line) for line in (tmp_path / d / "metrics.jsonl").read_text().splitlines()]
+        for d in ("run", "whole")
+    )
+    assert [r["loss"] for r in ours] == [r["loss"] for r in theirs]
+    assert main(["train", "--resume", "run", "train.epochs=4"]) == 0  # no override: config.yaml moved too

@@ -363,6 +363,14 @@ CASES = {
         ["train", "--resume", "{fake_checkpoint_run}", "data.window=3"],
         "--resume cannot change data.window",
     ),
+    "resume-moved-data-differs": (
+        ["train", "--resume", "{digest_run}", "data.root={a_folder}"],
+        "is not the data this run trained on",
+    ),
+    "resume-moved-data-unrecorded": (
+        ["train", "--resume", "{fake_checkpoint_run}", "data.root={a_folder}"],
+        "record no digest of their data",
+    ),
     "resume-fewer-epochs": (
         ["train", "--resume", "{fake_checkpoint_run}", "train.epochs=1"],
         "the checkpoint is at epoch 2",
@@ -412,14 +420,16 @@ def dead_address() -> str:
         return f"127.0.0.1:{sock.getsockname()[1]}"
 
 
-def fake_checkpoint_run(path: Path) -> Path:
+def fake_checkpoint_run(path: Path, **meta) -> Path:
     """A run folder with config.yaml and a complete-looking checkpoint of epoch 2 (resume_config only
-    reads its meta.json, so the refusals are tested without training)."""
+    reads its meta.json, so the refusals are tested without training), ``meta`` added to its meta.json."""
     config = load_config(SMOKE)
     ckpt = path / FOLDER / "epoch_000002"
     (ckpt / "state").mkdir(parents=True)
     dump_config(config, path / "config.yaml")
-    (ckpt / "meta.json").write_text(json.dumps({"epoch": 2, "config": to_dict(config), "history": []}))
+    (ckpt / "meta.json").write_text(
+        json.dumps({"epoch": 2, "config": to_dict(config), "history": [], **meta})
+    )
     return path
 
 
@@ -533,6 +543,7 @@ def inputs(tmp_path):
         "finished_run": str(d / "finished"),
         "half_checkpoint_run": str(d / "half_run"),
         "fake_checkpoint_run": str(fake_checkpoint_run(d / "fake_run")),
+        "digest_run": str(fake_checkpoint_run(d / "digest_run", data_digest="0" * 64)),
         **run_folders(d),
         **pygt_bad_inputs(d / "pygt"),
     }

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
+import hashlib
 
 import numpy as np
 
@@ -67,3 +69,29 @@ class DynamicGraph:
             features=None if self.features is None else self.features[start:stop],
             info={**self.info, "selected": [start, stop]},
         )
+
+    @functools.cached_property
+    def digest(self) -> str:
+        """SHA-256 of the graph's contents (node count, every snapshot's pairs and the arrays aligned with
+        them, ids, times, signal, features; not its name or info), computed once: the data a run trained
+        on, recorded in its checkpoints (resume.py: data that moved)."""
+        h = hashlib.sha256(f"nodes {self.num_nodes}".encode())
+        for name in (
+            "snapshots",
+            "weights",
+            "votes",
+            "multiplicity",
+            "node_ids",
+            "times",
+            "signal",
+            "features",
+        ):
+            value = getattr(self, name)
+            for i, a in enumerate(
+                [None] if value is None else value if isinstance(value, (list, tuple)) else [value]
+            ):
+                a = None if a is None else np.ascontiguousarray(a)
+                h.update(f"|{name} {i} {None if a is None else (a.dtype.str, a.shape)}|".encode())
+                if a is not None:
+                    h.update(a.tobytes())
+        return h.hexdigest()
