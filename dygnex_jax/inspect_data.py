@@ -61,7 +61,10 @@ def suggest_aggr_time(graph: DynamicGraph, edges: np.ndarray, window: int) -> di
         gap = max(float(np.median(np.diff(times))), (times[-1] - times[0]) / 1e5)  # at most 1e5 cells
         cells = np.floor((times - times[0]) / gap).astype(np.int64)
         edges = np.bincount(cells, weights=np.asarray(edges, np.float64), minlength=int(cells[-1]) + 1)
-        prefix = f"one snapshot per distinct time now ({len(times)}, unevenly spaced); on a grid of {gap:g}: "
+        spacing = (
+            "evenly spaced" if np.allclose(np.diff(times), gap, rtol=1e-9, atol=0) else "unevenly spaced"
+        )
+        prefix = f"one snapshot per distinct time now ({len(times)}, {spacing}); on a grid of {gap:g}: "
         width = gap
     elif mode not in ("aggr_time", "num_snapshots") or graph.times is None:
         return {"aggr_time": None, "why": "native snapshots (no timestamps to re-bucket)"}

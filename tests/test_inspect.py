@@ -58,7 +58,15 @@ def test_a_stream_read_by_distinct_times_gets_a_width_from_its_times():
     got = suggest_aggr_time(g, np.full(len(times), 4), window=2)
     assert not np.any(np.bincount((times // 20).astype(int)) == 0)  # 20-wide cells: none empty
     assert np.any(np.bincount((times // 10).astype(int)) == 0)  # 10-wide: some empty
-    assert got["aggr_time"] == 20.0 and got["why"].startswith("one snapshot per distinct time now (80")
+    assert got["aggr_time"] == 20.0 and got["why"].startswith(
+        "one snapshot per distinct time now (80, uneven"
+    )
+    even = np.arange(0, 600, 10, dtype=np.float64)
+    g = graph_of([[(0, 1)]] * len(even), times=even, bucketing="distinct_times", aggr_time=0.0)
+    got = suggest_aggr_time(g, np.full(len(even), 4), window=2)
+    assert got["aggr_time"] == 10.0 and got["why"].startswith(
+        "one snapshot per distinct time now (60, evenly"
+    )
 
 
 def test_inspect_cli_writes_figures_that_match_the_data(tmp_path, capsys):
