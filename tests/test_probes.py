@@ -211,6 +211,8 @@ PROBES = [
             ("trailing", "ref", "ok"),
             ("header", "ref", "ok"),
             ("bom", "ref", "refused"),
+            ("utf16", "ref", "refused"),  # a Windows editor's "Unicode": read as binary before 2026-12-05
+            ("utf16_be", "ref", "refused"),
             ("gzip", "ref", "ok"),
             ("commas", "ref", "ok"),
             ("quoted", "ref", "refused"),
@@ -345,6 +347,8 @@ def _probe_texts() -> dict[str, str | bytes]:
         "trailing": _text(_rows(), end="  \t\n"),
         "header": "src dst time\n" + ref,
         "bom": ("\ufeff" + ref).encode("utf-8"),
+        "utf16": ("\ufeff" + ref).encode("utf-16-le"),
+        "utf16_be": ("\ufeff" + ref).encode("utf-16-be"),
         "gzip": gzip.compress(ref.encode()),
         "commas": _text(_rows(), sep=","),
         # a spreadsheet's export: every field quoted, a quoted header

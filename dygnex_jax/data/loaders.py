@@ -48,11 +48,11 @@ def read_text(path: str | Path, what: str) -> str:
             raw = gzip.decompress(raw)
         except (OSError, EOFError, zlib.error):
             raise UserError(f"{what} file {str(p)!r} is a damaged gzip file: fetch it again") from None
-    head = raw[:65536]
-    # binary: a NUL byte, or C0 control bytes (other than tab, line ends, form feeds and a DOS EOF at the
-    # end) in more than 1 % of the bytes looked at; no text edge list holds them
+    if raw[:2] in (b"\xff\xfe", b"\xfe\xff"):  # UTF-16 with its byte-order mark (Windows "Unicode" text)
+        raw = raw.decode("utf-16", errors="replace").encode()
+    head = raw[:65536]  # binary: a NUL byte, or C0 controls (not tab, line ends, form feeds, a final DOS EOF)
     body = head.rstrip(b"\x1a")
-    controls = len(body) - len(body.translate(None, _CONTROL_BYTES))
+    controls = len(body) - len(body.translate(None, _CONTROL_BYTES))  # in over 1 %: no text edge list
     if b"\x00" in head or controls > 0.01 * len(body):
         raise UserError(
             f"{what} file {str(p)!r} is binary data, not a text {what} list: give whitespace- or "
