@@ -213,6 +213,8 @@ PROBES = [
             ("bom", "ref", "refused"),
             ("utf16", "ref", "refused"),  # a Windows editor's "Unicode": read as binary before 2026-12-05
             ("utf16_be", "ref", "refused"),
+            ("semicolons", "ref", "refused"),  # a European spreadsheet's CSV: one column before 2026-12-05
+            ("pipes", "ref", "refused"),
             ("gzip", "ref", "ok"),
             ("commas", "ref", "ok"),
             ("quoted", "ref", "refused"),
@@ -224,6 +226,7 @@ PROBES = [
             ("time_weight_header", "weighted", "silent"),
             ("weight_time_header", "weighted", "ok"),
             ("tgb_order", "weighted", "silent"),  # TGB's ts,src,dst,w: read by position before
+            ("tgb_semicolons", "weighted", "refused"),  # the same with ';': one column before 2026-12-05
             ("extra_columns", "ref", "error"),  # JODIE-style label and feature columns
             ("iso_dates", "ref", "error"),  # 1970-01-01T00:16:40 is Unix second 1000
         ]
@@ -351,6 +354,8 @@ def _probe_texts() -> dict[str, str | bytes]:
         "utf16_be": ("\ufeff" + ref).encode("utf-16-be"),
         "gzip": gzip.compress(ref.encode()),
         "commas": _text(_rows(), sep=","),
+        "semicolons": "src;dst;time\n" + _text(_rows(), sep=";"),
+        "pipes": _text(_rows(), sep="|"),
         # a spreadsheet's export: every field quoted, a quoted header
         "quoted": '"src","dst","time"\n' + "".join(",".join(f'"{f}"' for f in r) + "\n" for r in _rows()),
         "unsorted": "".join(reversed(lines)),
@@ -372,6 +377,8 @@ def _probe_texts() -> dict[str, str | bytes]:
         "big_id": ref + "99999999999999999999 2 20\n",
         "two_cols": "1 2\n2 3\n",
         "tgb_order": "ts,src,dst,w\n" + "".join(f"{t},{u},{v},{w}\n" for u, v, w, t in _rows(weighted=True)),
+        "tgb_semicolons": "ts;src;dst;w\n"
+        + "".join(f"{t};{u};{v};{w}\n" for u, v, w, t in _rows(weighted=True)),
         "extra_columns": "src,dst,time,label,f1,f2\n"
         + "".join(f"{u},{v},{t},0,0.5,0.25\n" for u, v, t in _rows()),
         "iso_dates": "src,dst,time\n"

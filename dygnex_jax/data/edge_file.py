@@ -10,10 +10,10 @@ The columns are found one of two ways:
   ``rating``, ``sign``, ``value``, ``score``, ``count``, ``amount``), in any order; other columns are
   skipped (JODIE's ``state_label`` and feature list, Reddit's ``POST_ID`` and ``PROPERTIES``), and rows
   may hold more fields than the header names (JODIE's features). Fields are split as the header is: at
-  tabs if it has one, else at commas (CSV quoting), else at whitespace — so a time with a space in it
-  (``2014-01-31 16:39:58``) stays one field in a tab- or comma-separated file.
+  tabs if it has one, else at commas (CSV quoting), else at semicolons or ``|``, else at whitespace — so
+  a time with a space in it (``2014-01-31 16:39:58``) stays one field in a tab- or comma-separated file.
 * **by position** otherwise (``read_edge_stream``): ``src dst time`` or ``src dst weight time``,
-  whitespace and/or commas; a header naming the 3rd column a time swaps the last two (``src dst time
+  whitespace, commas, semicolons or ``|``; a header naming the 3rd column a time swaps the last two (``src dst time
   weight``).
 
 Node ids are integers, or **names** (any text: a subreddit, an account) when the first row's ids are not
@@ -37,7 +37,16 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import UserError
-from .headers import ROLE_WORDS, first_lines, first_odd_token, integer_ids, is_header, is_number, words
+from .headers import (
+    ROLE_WORDS,
+    SEPARATORS,
+    first_lines,
+    first_odd_token,
+    integer_ids,
+    is_header,
+    is_number,
+    words,
+)
 from .loaders import columns, read_text, split_rows
 
 NAMES_KEY = "_node_names"  # read_edge_file's facts: the names behind ids 0..K-1 (timerange takes it out)
@@ -73,7 +82,7 @@ def _check_positional(text: str, path) -> None:
     """A file read by position whose first data row is not 3 or 4 fields: a ``UserError`` that says a header
     can name the columns (``split_rows`` checks the rest)."""
     for i, line in enumerate(text.splitlines()):
-        fields = line.replace(",", " ").replace('"', " ").split()
+        fields = line.translate(SEPARATORS).split()
         if fields and fields[0][0] not in "#%" and any(is_number(f) for f in fields):
             if len(fields) not in (3, 4):
                 raise UserError(
@@ -260,7 +269,7 @@ def read_edge_file(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray
     ``facts[NAMES_KEY]`` holds them (id k is ``names[k]``)."""
     text = read_text(path, "edge")
     head = _header(text)
-    delim = None if head is None else "\t" if "\t" in head[1] else "," if "," in head[1] else None
+    delim = None if head is None else next((d for d in "\t,;|" if d in head[1]), None)
     names = [] if head is None else _split(head[1], delim, len(head[1]) + 1)
     roles = header_roles(names) if head else None
     if roles is None:

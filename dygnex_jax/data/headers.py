@@ -33,12 +33,15 @@ def words(name: str) -> set[str]:
     return {w for w in re.split(r"[^0-9a-z]+", name.strip().strip("\"'").lower()) if w}
 
 
+SEPARATORS = str.maketrans({",": " ", ";": " ", "|": " ", '"': " "})  # fields split here and at whitespace
+
+
 def first_lines(text: str, n: int = 2) -> list[tuple[int, str, list[str]]]:
     """The first ``n`` data lines of ``text`` — not blank, not a ``#`` / ``%`` comment, as ``split_rows``
     tells them — as (0-based line index, the line, its fields split as ``split_rows`` splits them)."""
     out = []
     for i, line in enumerate(text.splitlines()):
-        fields = line.replace(",", " ").replace('"', " ").split()
+        fields = line.translate(SEPARATORS).split()
         if fields and fields[0][0] not in "#%":
             out.append((i, line, fields))
             if len(out) == n:

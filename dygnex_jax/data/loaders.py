@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import UserError
 from ..resources import check_snapshots, interval_rows, stream_snapshots
 from .graph import DynamicGraph
-from .headers import first_odd_token, is_header
+from .headers import SEPARATORS, first_odd_token, is_header
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _MAX_NODES = 2**31 - 1
@@ -77,13 +77,12 @@ def split_rows(
 ) -> tuple[list[list[str]], list[int]]:
     """Data rows (lists of fields) and their 1-based line numbers; comments, blanks and a header dropped.
 
-    Fields are separated by whitespace and/or commas, double quotes dropped (a spreadsheet's
-    ``"8","3","1032"``; ids and times are numbers, so no field needs its quotes). The first non-comment
-    line is dropped when it is a header (``is_header``). Every row must have the same number of fields,
-    one of ``allowed``.
-    ``path`` only names the source in error messages.
+    Fields are separated by whitespace, commas, semicolons (a European spreadsheet's CSV) or ``|``,
+    double quotes dropped (a spreadsheet's ``"8","3","1032"``; ids and times are numbers, so no field
+    needs its quotes). The first non-comment line is dropped when it is a header (``is_header``). Every
+    row must have the same number of fields, one of ``allowed``. ``path`` names the source in errors.
     """
-    lines = text.replace(",", " ").replace('"', " ").splitlines()
+    lines = text.translate(SEPARATORS).splitlines()
     kept = [
         (i + 1, fields)
         for i, line in enumerate(lines)
