@@ -227,6 +227,7 @@ PROBES = [
             ("weight_time_header", "weighted", "ok"),
             ("tgb_order", "weighted", "silent"),  # TGB's ts,src,dst,w: read by position before
             ("tgb_semicolons", "weighted", "refused"),  # the same with ';': one column before 2026-12-05
+            ("pandas_index", "ref", "error"),  # to_csv's "Unnamed: 0" column: a data row before 2026-12-05
             ("extra_columns", "ref", "error"),  # JODIE-style label and feature columns
             ("iso_dates", "ref", "error"),  # 1970-01-01T00:16:40 is Unix second 1000
         ]
@@ -377,6 +378,8 @@ def _probe_texts() -> dict[str, str | bytes]:
         "big_id": ref + "99999999999999999999 2 20\n",
         "two_cols": "1 2\n2 3\n",
         "tgb_order": "ts,src,dst,w\n" + "".join(f"{t},{u},{v},{w}\n" for u, v, w, t in _rows(weighted=True)),
+        "pandas_index": "Unnamed: 0,src,dst,time\n"
+        + "".join(f"{i},{','.join(r)}\n" for i, r in enumerate(_rows())),
         "tgb_semicolons": "ts;src;dst;w\n"
         + "".join(f"{t};{u};{v};{w}\n" for u, v, w, t in _rows(weighted=True)),
         "extra_columns": "src,dst,time,label,f1,f2\n"

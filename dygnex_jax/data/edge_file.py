@@ -73,7 +73,12 @@ def header_roles(names: list[str]) -> dict[str, int] | None:
 def _header(text: str) -> tuple[int, str] | None:
     """(0-based line index, text) of the file's header line (``loaders.is_header``), None without one."""
     found = first_lines(text)
-    if not found or not is_header(found[0][2], found[1][2] if len(found) > 1 else None):
+    if not found:
+        return None
+    line, delim = found[0][1], next((d for d in "\t,;|" if d in found[0][1]), None)
+    # a delimited header's fields may hold blanks: pandas' index column "Unnamed: 0" is one field
+    fields = found[0][2] if delim is None else [f.strip(' "') for f in line.split(delim) if f.strip(' "')]
+    if not is_header(fields, found[1][2] if len(found) > 1 else None):
         return None
     return found[0][0], found[0][1]
 
