@@ -1,12 +1,12 @@
 """Resuming a run: the config it continues with (``resume_config``: which keys may change), the paths
 a run stores so that ``--resume`` finds its files from any folder (``absolute_paths``), and data that
-moved (``check_data``).
+moved or changed (``check_data``).
 
-Data that moved: ``data.path`` and ``data.root`` may name a new place on ``--resume`` (the files were
-moved or copied); the data loaded there must be the data the run trained on: every checkpoint records
-the loaded graph's SHA-256 (``DynamicGraph.digest``), and a resume that loads anything else is refused
-before anything is written. The run's ``config.yaml`` then names the new place, so that later resumes
-need no override.
+Data that moved or changed: ``data.path`` and ``data.root`` may name a new place on ``--resume`` (the
+files were moved or copied); the data loaded must be the data the run trained on: every checkpoint
+records the loaded graph's SHA-256 (``DynamicGraph.digest``), and a resume that loads anything else
+(moved or not: a file edited in place) is refused before anything is written. After a move the run's
+``config.yaml`` names the new place, so that later resumes need no override.
 """
 
 from __future__ import annotations
@@ -100,18 +100,25 @@ def _restore_config(run: Path, ckpt) -> bool:
 
 def check_data(trainer, ckpt, out: Path) -> list[str]:
     """Before a resume restores anything: the keys among ``data.path`` / ``data.root`` that name another
-    place than ``out/config.yaml``; the graph loaded there must be the one ``ckpt`` (the newest
-    checkpoint; None: none, the run starts over) recorded, a UserError otherwise."""
+    place than ``out/config.yaml``. The graph loaded must be the one ``ckpt`` (the newest checkpoint;
+    None: none, the run starts over) recorded, moved or not (a file edited in place since would train
+    the rest of the run on other data): a UserError otherwise."""
     config = trainer.config
     moved = [k for k in changed_keys(config, to_dict(load_config(out / "config.yaml"))) if k in MOVABLE]
     recorded = ckpt.meta.get("data_digest") if ckpt is not None else None
-    if moved and recorded is not None and recorded != trainer.graph.digest:
+    if recorded is None or recorded == trainer.graph.digest:
+        return moved
+    if moved:
         where = ", ".join(f"{k}={getattr(config.data, k.split('.')[1])}" for k in moved)
         raise UserError(
             f"the data loaded from {where} is not the data this run trained on (its checkpoints record "
             f"another SHA-256): point {' / '.join(moved)} at the files the run trained on"
         )
-    return moved
+    where = config.data.path or config.data.root or config.data.dataset
+    raise UserError(
+        f"the data at {where!r} changed since this run trained on it (its checkpoints record another "
+        "SHA-256): put back the files it trained on, or start a new run with --out"
+    )
 
 
 def record_moved_data(config: Config, out: Path) -> None:

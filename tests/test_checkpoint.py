@@ -285,7 +285,7 @@ def test_a_run_of_a_relative_data_path_resumes_from_any_folder(tmp_path, monkeyp
 def test_a_run_whose_data_moved_resumes_from_the_new_place_only_with_the_same_data(tmp_path, monkeypatch):
     """--resume with data.path naming where the file moved continues the run (config.yaml then names the
     new place: a later resume needs no override) and trains the same epochs as a run never interrupted;
-    a file of other contents there is refused before anything is written."""
+    a file of other contents there, or the file edited in place, is refused before anything is written."""
     import yaml
 
     rng = np.random.default_rng(0)
@@ -296,14 +296,22 @@ def test_a_run_whose_data_moved_resumes_from_the_new_place_only_with_the_same_da
     args = ["data.dataset=edges", "data.path=old/e.txt", "data.aggr_time=20", *LOOP, "eval.every=100"]
     assert main(["train", "--out", "whole", *args, "train.epochs=3"]) == 0
     assert main(["train", "--out", "run", *args, "train.epochs=2"]) == 0
+    before = {p.name: p.read_bytes() for p in (tmp_path / "run").iterdir() if p.is_file()}
+    original = (tmp_path / "old" / "e.txt").read_text()
+    (tmp_path / "old" / "e.txt").write_text(original + "3 4 401\n")  # edited in place: refused too
+    with pytest.raises(checkpoint.UserError, match="changed since this run trained on it"):
+        from dygnex_jax.train import train_and_evaluate
+
+        train_and_evaluate(
+            resume.resume_config(tmp_path / "run", None, ["train.epochs=3"]), tmp_path / "run", resume=True
+        )
+    assert {p.name: p.read_bytes() for p in (tmp_path / "run").iterdir() if p.is_file()} == before
+    (tmp_path / "old" / "e.txt").write_text(original)
     (tmp_path / "new").mkdir()
     (tmp_path / "old" / "e.txt").rename(tmp_path / "new" / "e.txt")
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "e.txt").write_text("\n".join(rows[:-40]) + "\n")
-    before = {p.name: p.read_bytes() for p in (tmp_path / "run").iterdir() if p.is_file()}
     with pytest.raises(checkpoint.UserError, match="is not the data this run trained on"):
-        from dygnex_jax.train import train_and_evaluate
-
         config = resume.resume_config(tmp_path / "run", None, ["train.epochs=3", "data.path=other/e.txt"])
         train_and_evaluate(config, tmp_path / "run", resume=True)
     assert {p.name: p.read_bytes() for p in (tmp_path / "run").iterdir() if p.is_file()} == before

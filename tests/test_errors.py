@@ -367,6 +367,7 @@ CASES = {
         ["train", "--resume", "{digest_run}", "data.root={a_folder}"],
         "is not the data this run trained on",
     ),
+    "resume-data-changed": (["train", "--resume", "{digest_run}"], "changed since this run trained on it"),
     "resume-moved-data-unrecorded": (
         ["train", "--resume", "{fake_checkpoint_run}", "data.root={a_folder}"],
         "record no digest of their data",
