@@ -86,6 +86,8 @@ class _StrictLoader(yaml.SafeLoader):
     def construct_mapping(self, node, deep=False):
         seen = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # "<<: *anchor": its keys may be overridden
+                continue
             key = self.construct_object(key_node, deep=deep)
             if key in seen:
                 raise UserError(

@@ -286,3 +286,23 @@ def test_an_integer_key_takes_scientific_notation_of_a_whole_number():
     assert load_config(None, ["train.epochs=1e3"]).train.epochs == 1000
     with pytest.raises(UserError, match="must be an integer, got '1.5e0': write a whole number"):
         load_config(None, ["train.epochs=1.5e0"])
+
+
+def test_yaml_anchors_and_merge_keys_load(tmp_path):
+    """Valid YAML with an anchor, an alias and a merge key (``<<: *a``) whose key is overridden loads
+    (the duplicate-key check looked into the merge key and called the file invalid YAML)."""
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "train: &t\n  epochs: 2\n  learning_rate: 0.1\neval:\n  every: 1\n"
+        "schedule:\n  method: psg\nmodel: {hidden: &h 12}\nparallel:\n  min_bucket: *h\n"
+    )
+    cfg = load_config(path)
+    assert cfg.train.epochs == 2 and cfg.model.hidden == 12 and cfg.parallel.min_bucket == 12
+    import yaml
+
+    from dygnex_jax.config_yaml import _StrictLoader
+
+    merged = yaml.load("a: &a {x: 1, y: 2}\nb:\n  <<: *a\n  y: 3\n", Loader=_StrictLoader)
+    assert merged["b"] == {"x": 1, "y": 3}
+    with pytest.raises(UserError, match="key 'y' is given twice"):
+        yaml.load("b:\n  <<: {x: 1}\n  y: 3\n  y: 4\n", Loader=_StrictLoader)
