@@ -104,7 +104,8 @@ def load_run(run_dir: str | Path) -> dict:
     """A run directory -> {name, dir, config, metrics, steps, summary}; UserErrors for what is missing."""
     d = Path(run_dir)
     if not d.is_dir():
-        raise UserError(f"run directory {str(d)!r} does not exist: pass the --out directory of a train run")
+        what = "is a file, not a folder" if d.exists() else "does not exist"
+        raise UserError(f"run directory {str(d)!r} {what}: pass the --out directory of a train run")
     if not (d / "metrics.jsonl").is_file():
         raise UserError(f"{str(d)!r} is not a training run (no metrics.jsonl): pass the --out of `train`")
     metrics = _epoch_rows(d)

@@ -396,6 +396,7 @@ CASES = {
     ),
     "report-missing-run": (["report", "{nowhere}"], "does not exist"),
     "report-not-a-run": (["report", "{empty_dir}"], "is not a training run"),
+    "report-run-is-a-file": (["report", "{good}"], "is a file, not a folder"),
 }
 
 
