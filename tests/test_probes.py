@@ -283,7 +283,7 @@ PROBES = [
     ),
     Probe("simulate-devices-text", f"simulate --config {SMOKE} --devices abc", "error", "comma list"),
     Probe("profile-repeats-zero", f"profile --config {SMOKE} --repeats 0", "error", "--repeats >= 1"),
-    Probe("report-a-file", "report {scalar}", "error", "does not exist"),
+    Probe("report-a-file", "report {scalar}", "error", "is a file, not a folder"),
     Probe(
         "inspect-out-a-file", f"inspect --config {SMOKE} --out {{scalar}}", "error", "is a file", "traceback"
     ),
