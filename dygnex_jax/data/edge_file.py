@@ -70,17 +70,20 @@ def header_roles(names: list[str]) -> dict[str, int] | None:
     return {role: idx[0] for role, idx in found.items() if idx}
 
 
-def _header(text: str) -> tuple[int, str] | None:
-    """(0-based line index, text) of the file's header line (``loaders.is_header``), None without one."""
+def _header(text: str) -> tuple[int, str | None, list[str]] | None:
+    """(0-based line index, delimiter, column names) of the file's header line (``loaders.is_header``),
+    None without one. The delimiter is the first of tab, comma, semicolon and ``|`` the line holds (None:
+    whitespace), and the names are split at it, so a name may hold blanks (pandas' ``Unnamed: 0``)."""
     found = first_lines(text)
     if not found:
         return None
-    line, delim = found[0][1], next((d for d in "\t,;|" if d in found[0][1]), None)
-    # a delimited header's fields may hold blanks: pandas' index column "Unnamed: 0" is one field
-    fields = found[0][2] if delim is None else [f.strip(' "') for f in line.split(delim) if f.strip(' "')]
+    line = found[0][1]
+    delim = next((d for d in "\t,;|" if d in line), None)
+    names = _split(line, delim, len(line) + 1)
+    fields = found[0][2] if delim is None else [f.strip(' "') for f in names]
     if not is_header(fields, found[1][2] if len(found) > 1 else None):
         return None
-    return found[0][0], found[0][1]
+    return found[0][0], delim, names
 
 
 def _check_positional(text: str, path) -> None:
@@ -274,15 +277,14 @@ def read_edge_file(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray
     ``facts[NAMES_KEY]`` holds them (id k is ``names[k]``)."""
     text = read_text(path, "edge")
     head = _header(text)
-    delim = None if head is None else next((d for d in "\t,;|" if d in head[1]), None)
-    names = [] if head is None else _split(head[1], delim, len(head[1]) + 1)
+    start, delim, names = head if head is not None else (0, None, [])
     roles = header_roles(names) if head else None
     if roles is None:
         _check_positional(text, path)
         src, dst, weight, time, named, dated = _positional(text, path)
         return src, dst, weight, time, _facts("by position", named, dated)
     keep = max(roles.values()) + 1
-    rows, linenos = _named_rows(text, head[0], delim, keep)
+    rows, linenos = _named_rows(text, start, delim, keep)
     if not rows:
         raise UserError(f"edge file {str(path)!r} is empty (no data rows): give a file with rows")
     short = next((k for k, r in enumerate(rows) if len(r) < keep), None)
