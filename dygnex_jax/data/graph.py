@@ -87,9 +87,7 @@ class DynamicGraph:
             "features",
         ):
             value = getattr(self, name)
-            for i, a in enumerate(
-                [None] if value is None else value if isinstance(value, (list, tuple)) else [value]
-            ):
+            for i, a in enumerate(value if isinstance(value, (list, tuple)) else [value]):  # None: [None]
                 a = None if a is None else np.ascontiguousarray(a)
                 h.update(f"|{name} {i} {None if a is None else (a.dtype.str, a.shape)}|".encode())
                 if a is not None:
