@@ -79,7 +79,7 @@ def resume_config(run_dir: str | Path, config_path: str | None, overrides: list[
             f"train.epochs={config.train.epochs} but the checkpoint is at epoch {ckpt.epoch}: "
             "resume with train.epochs >= that"
         )
-    return absolute_paths(config)
+    return config
 
 
 def _restore_config(run: Path, ckpt) -> bool:

@@ -72,8 +72,8 @@ def train_and_evaluate(
     main = distributed.is_main_process()
     progress = Progress(stream, quiet=not main)
     out = Path(out_dir) if out_dir is not None else default_out_dir(config)
-    if not resume:  # config.yaml names its files so that --resume finds them from any folder
-        config = absolute_paths(config)
+    # config.yaml names its files so that --resume finds them from any folder (a resume's moved data too)
+    config = absolute_paths(config)
     # the lock's notes (a stale lock taken over) wait until the folder is accepted: a refused run prints
     # its one error line alone
     held_notes: list[str] = []
