@@ -59,3 +59,27 @@ def test_chunked_head_keeps_less_memory():
     # unchunked keeps [Q, 128] activations (>= 200 MB here); chunked only [Q, 2]-sized arrays and one chunk
     assert plain > 200e6
     assert chunked < plain / 5
+
+
+@pytest.mark.parametrize(
+    "sizes", [(300, 300, 32), (257, 1, 7), (1, 513, 100)]
+)  # rows past a block, one column
+def test_dense_pair_scores_are_the_heads_logit_margins(sizes):
+    """Evaluation's all-pairs scores (one hidden unit at a time into [rows, D] blocks) equal the head's
+    own logits, logit_edge - logit_nonedge, for every (src, dst) pair, and the matmul form's."""
+    from dygnex_jax.models.head import dense_pair_scores, dense_pair_scores_matmul
+
+    s, d, hidden = sizes
+    rng = np.random.default_rng(s + d)
+    h_src = jnp.asarray(rng.normal(size=(s, 12)), jnp.float32)
+    h_dst = jnp.asarray(rng.normal(size=(d, 12)), jnp.float32)
+    head = LinkHead(hidden)
+    params = head.init(jax.random.key(1), h_src, jnp.zeros(1, jnp.int32), jnp.zeros(1, jnp.int32))
+    src, dst = (x.ravel() for x in np.meshgrid(np.arange(s), np.arange(d), indexing="ij"))
+    emb = jnp.concatenate([h_src, h_dst])  # dst rows after the src rows
+    logits = np.asarray(head.apply(params, emb, jnp.asarray(src), jnp.asarray(dst + s)))
+    scores = np.asarray(jax.jit(dense_pair_scores)(params["params"], h_src, h_dst))
+    assert scores.shape == (s, d)
+    np.testing.assert_allclose(scores.ravel(), logits[:, 1] - logits[:, 0], rtol=1e-5, atol=1e-5)
+    reference = jax.jit(dense_pair_scores_matmul)(params["params"], h_src, h_dst)
+    np.testing.assert_allclose(scores, reference, rtol=1e-5, atol=1e-5)
