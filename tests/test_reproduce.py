@@ -243,6 +243,12 @@ def test_verdicts_against_the_published_value():
     v = reproduce.verdict([0.016, 0.017, 0.018], 0.027)  # mean .017, sd .001: 2 sd reaches .019
     assert v.startswith("below by 37 %")
     assert reproduce.verdict([0.0135], 0.027) == "n=1, 50 % below"
+    # the published value as printed to four decimals: .0001 is anything from .00005
+    assert reproduce.verdict([0.00006], 0.0001) == "within (rounds to it)"
+    assert reproduce.verdict([0.00004], 0.0001) == "n=1, 60 % below"
+    assert reproduce.verdict([0.0002, 0.0002, 0.0002], 0.0004).startswith("below by 50 %")  # .00035 unreached
+    assert reproduce.verdict([0.00027, 0.0003, 0.00033], 0.0004) == "within"  # 2 sd: .00036, not .0004
+    assert reproduce.verdict([0.00036, 0.00036], 0.0004) == "within (rounds to it)"
 
 
 def test_the_table_groups_seeds_per_cell_and_way():
