@@ -83,3 +83,20 @@ def test_dense_pair_scores_are_the_heads_logit_margins(sizes):
     np.testing.assert_allclose(scores.ravel(), logits[:, 1] - logits[:, 0], rtol=1e-5, atol=1e-5)
     reference = jax.jit(dense_pair_scores_matmul)(params["params"], h_src, h_dst)
     np.testing.assert_allclose(scores, reference, rtol=1e-5, atol=1e-5)
+
+
+def test_auto_chunk_follows_the_backend_and_a_setting_is_kept():
+    """model.head_chunk=-1 (the default) is cache-sized on CPU and large on an accelerator; any other
+    setting, 0 (never chunk) included, reaches the head as given."""
+    from dygnex_jax.config import ModelConfig, load_config
+    from dygnex_jax.errors import UserError
+    from dygnex_jax.models import create_model
+    from dygnex_jax.models.head import head_chunk
+
+    assert ModelConfig().head_chunk == -1
+    assert head_chunk(-1, "cpu") == 4096 and head_chunk(-1, "gpu") == head_chunk(-1, "tpu") == 65536
+    assert head_chunk(0, "cpu") == 0 and head_chunk(100, "gpu") == 100
+    assert create_model(ModelConfig(), 8).head.chunk == head_chunk(-1, jax.default_backend())
+    assert create_model(ModelConfig(head_chunk=0), 8).head.chunk == 0
+    with pytest.raises(UserError, match=r"model.head_chunk must be .*-1 \(auto\)"):
+        load_config(None, ["model.head_chunk=-2"])

@@ -31,7 +31,7 @@ from .gc_lstm import GCLSTM
 from .gcn_gru import GCNGRU
 from .gconv_lstm import GConvLSTM
 from .gcrn_gru import GCRNGRU
-from .head import LinkHead, NodeHead, dense_pair_scores
+from .head import LinkHead, NodeHead, dense_pair_scores, head_chunk
 from .mpnn_lstm import MPNNLSTM
 from .tgcn import TGCN
 
@@ -130,7 +130,8 @@ def create_model(cfg: ModelConfig, num_features: int, task: str = "link") -> nn.
     encoder = ENCODERS[cfg.name](cfg, num_features)
     if task == "node_reg":
         return NodeRegressor(encoder, NodeHead(cfg.dtype))
-    return LinkPredictor(encoder, LinkHead(cfg.head_hidden, cfg.head_chunk, cfg.dtype))
+    chunk = head_chunk(cfg.head_chunk, jax.default_backend())
+    return LinkPredictor(encoder, LinkHead(cfg.head_hidden, chunk, cfg.dtype))
 
 
 __all__ = [
