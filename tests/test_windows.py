@@ -102,3 +102,33 @@ def test_pack_round_trip():
 def test_window_longer_than_series():
     with pytest.raises(UserError, match="data.window=40"):
         WindowSet(make_toy_graph(), DataConfig(window=40))
+
+
+@pytest.mark.parametrize("seed,n", [(0, 40), (1, 200), (2, 800), (3, 500), (4, 3000), (5, 20_000)])
+def test_fast_lookups_equal_binary_search(seed, n):
+    """Millions of sampled pairs per step are mapped to local ids by a table and checked against the
+    target's edges by a bitmap: the same answers as binary search (the small-input path) and np.isin,
+    for ids inside and outside the window, codes below, inside and above the reference's range."""
+    from dygnex_jax.data.windows import LocalWindow, _isin_sorted
+
+    rng = np.random.default_rng(seed)
+    nodes = np.unique(rng.integers(0, n, int(rng.integers(1, n))))
+    win = LocalWindow(0, 0, nodes, [], np.zeros((1, len(nodes) + 1), np.int32), np.zeros((0, 2)), np.zeros(0))
+    ids = rng.integers(0, n + 10, int(rng.integers(1024, 20_000)))  # a table unless n > 4 ids a query
+    small = np.concatenate([win.to_local(ids[i : i + 500]) for i in range(0, len(ids), 500)])  # searched
+    fast = win.to_local(ids)
+    assert fast.dtype == small.dtype == np.int32
+    np.testing.assert_array_equal(fast, small)
+    inside = np.isin(ids, nodes)
+    np.testing.assert_array_equal(nodes[fast[inside]], ids[inside])
+    assert (fast[~inside] == len(nodes)).all()
+
+    ref = np.unique(rng.integers(n, n * n, int(rng.integers(1, 3000))))
+    values = np.concatenate([rng.integers(0, n * n + n, 30_000), ref[:: max(1, len(ref) // 50)], [0, n * n]])
+    want = np.isin(values, ref)
+    assert (ref[-1] - ref[0] <= 32 * len(values)) == (n <= 800)  # the bitmap, or a range too wide for it
+    np.testing.assert_array_equal(_isin_sorted(values, ref), want)
+    np.testing.assert_array_equal(
+        np.concatenate([_isin_sorted(v, ref) for v in np.array_split(values, 64)]), want
+    )
+    assert not _isin_sorted(values, ref[:0]).any()

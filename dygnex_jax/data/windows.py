@@ -67,7 +67,13 @@ class LocalWindow:
         return len(self.nodes) + 1
 
     def to_local(self, global_ids: np.ndarray) -> np.ndarray:
-        """Global node ids -> local ids (inactive nodes -> the background node)."""
+        """Global node ids -> local ids (inactive nodes -> the background node). Many ids at once (a
+        step's millions of sampled pairs) are looked up in a table over their id range, when that table
+        is no larger than 4 ids per query; otherwise by binary search. The same ids either way."""
+        global_ids = np.asarray(global_ids)
+        table = _lookup_table(self.nodes, global_ids)
+        if table is not None:
+            return table[global_ids]
         pos = np.searchsorted(self.nodes, global_ids)
         pos_c = np.minimum(pos, max(len(self.nodes) - 1, 0))
         hit = (pos < len(self.nodes)) & (self.nodes[pos_c] == global_ids) if len(self.nodes) else False
@@ -343,8 +349,34 @@ def _pairs_with_labels(pos: np.ndarray, neg: np.ndarray) -> tuple[np.ndarray, np
     return pairs, labels
 
 
+def _lookup_table(nodes: np.ndarray, ids: np.ndarray) -> np.ndarray | None:
+    """[max id + 1] int32: the local id of every global id (``len(nodes)``, the background node, for
+    the others), or None when the ids are few against their range, or not non-negative integers."""
+    if ids.dtype.kind not in "iu" or len(ids) < 1024 or not len(nodes):
+        return None
+    low, top = int(ids.min()), int(max(ids.max(), nodes[-1])) + 1
+    if low < 0 or top > 4 * len(ids):
+        return None
+    table = np.full(top, len(nodes), np.int32)
+    table[nodes] = np.arange(len(nodes), dtype=np.int32)
+    return table
+
+
 def _isin_sorted(values: np.ndarray, sorted_ref: np.ndarray) -> np.ndarray:
+    """``np.isin(values, sorted_ref)`` for a sorted ``sorted_ref`` of integers: a bitmap over its range
+    when that costs at most 4 bytes per value (a step's millions of candidate negatives), else binary
+    search."""
     if len(sorted_ref) == 0:
         return np.zeros(len(values), bool)
+    low = int(sorted_ref[0])
+    span = int(sorted_ref[-1]) - low + 1
+    if len(values) >= 1024 and span <= 32 * len(values) and np.asarray(values).dtype.kind in "iu":
+        bits = np.zeros((span + 7) // 8, np.uint8)
+        at = np.asarray(sorted_ref, np.int64) - low
+        np.bitwise_or.at(bits, at >> 3, np.left_shift(1, at & 7).astype(np.uint8))
+        rel = np.asarray(values, np.int64) - low
+        inside = (rel >= 0) & (rel < span)
+        rel = np.where(inside, rel, 0)
+        return inside & ((bits[rel >> 3] >> (rel & 7).astype(np.uint8)) & 1).astype(bool)
     pos = np.minimum(np.searchsorted(sorted_ref, values), len(sorted_ref) - 1)
     return sorted_ref[pos] == values
