@@ -185,10 +185,9 @@ class ModelConfig:
     dtype: str = key("float32", choices=("float32", "bfloat16"))
     # float32 products: "highest" (PyTorch's float32, GPU too) or "default" (TF32 on NVIDIA GPUs; models/)
     matmul_precision: str = key("highest", choices=("highest", "default"))
-    # Link head: a device's step with more target pairs than this runs them in rematerialised chunks of
-    # this many (models/head.py: head memory stops growing with the pairs; 0 = never chunk). -1 (auto):
-    # 4,096 on CPU, where a chunk's activations then stay near the core's cache (AS-733's training step
-    # 1.5x faster than at 65,536, tools/bench_step.py), 65,536 on an accelerator (fewer, larger kernels).
+    # Link head: more target pairs than this run in rematerialised chunks of this many (models/head.py:
+    # its memory stops growing with the pairs; 0 = never chunk). -1 (auto): 4,096 on CPU (cache-sized:
+    # AS-733's step 1.4x faster than at 65,536, tools/bench_step.py), 65,536 on an accelerator.
     head_chunk: int = key(-1, "[0, inf)", also={-1: "auto"})
 
 
