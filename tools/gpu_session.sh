@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One GPU session's measurements, in one prepared command (a lent GPU machine is short of time, not of
 # memory): the environment, a smoke run of our trainer on the GPU, the PyG-T parity tests with our side on
-# the GPU, the step's compilation time under XLA:GPU settings and on threads, then tools/bench_torch.py --device cuda
+# the GPU, the step's compilation time under XLA:GPU settings and on threads, the all-pairs evaluation scorer
+# against its matmul form (tools/bench_eval_scores.py: chosen on CPU), then tools/bench_torch.py --device cuda
 # case by case (ours with DyGNeX-G and PSG on one GPU, PyG-T on the same GPU, whole node set and our
 # layout), each case appended to one JSON, none started after the deadline.
 #
@@ -55,6 +56,10 @@ done
 echo "== 4 budgets compiled one at a time and on 4 threads (parallel.compile_workers; $(left) s left)"
 timeout 200 python3 tools/bench_compile.py --configs configs/egcn_o_uci.yaml --workers 4 --repeats 1 \
     --json "$out/bench_compile_gpu.json" 2>&1 | tail -n 4
+
+echo "== all-pairs evaluation scores: the column loop against the matmul form on the GPU ($(left) s left)"
+timeout 90 python3 tools/bench_eval_scores.py --sizes 6000x100 20000x100 --repeats 5 \
+    --json "$out/bench_eval_scores_gpu.json" 2>&1 | tail -n 4
 
 systems=(ours:dygnex_g torch:full torch:packed ours:psg)
 [ "$smoke_rc" -eq 0 ] || systems=(torch:full torch:packed)  # our trainer failed here: PyTorch's figures alone
