@@ -99,7 +99,7 @@ def dense_pair_scores(head_params: dict, h_src: jax.Array, h_dst: jax.Array) -> 
 
     The score is ``sum_k relu(a[s, k] + b[d, k]) * v[k]``, summed one hidden unit k at a time into an
     [R, D] block of R rows (a loop over k, not a matmul over an [R, D, hidden] activation): every pass
-    stays in cache, 4.5-4.7x faster than the matmul form on 2 CPU cores (L = 2,000-6,000, hidden
+    stays in cache, 4.6-5.3x faster than the matmul form on 2 CPU cores (L = 2,000-6,000, hidden
     100-128; ``tools/bench_eval_scores.py``). Same values up to float32 summation order.
 
     Args: head_params: the LinkHead's params; h_src [S, H]; h_dst [D, H].
