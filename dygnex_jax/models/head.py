@@ -93,6 +93,15 @@ class LinkHead(nn.Module):
         return out.astype(jnp.float32)
 
 
+def _score_parts(head_params: dict, h_src: jax.Array, h_dst: jax.Array):
+    """A pair's score ``relu(a[s] + b[d]) @ v + c`` in parts: a [S, hidden] (first layer's src half and
+    bias), b [D, hidden] (its dst half), v [hidden] (edge minus non-edge output column) and c (their bias)."""
+    w1, b1 = head_params["hidden"]["kernel"], head_params["hidden"]["bias"]
+    w2, b2 = head_params["out"]["kernel"], head_params["out"]["bias"]
+    half = h_src.shape[-1]
+    return h_src @ w1[:half] + b1, h_dst @ w1[half:], w2[:, 1] - w2[:, 0], b2[1] - b2[0]
+
+
 def dense_pair_scores(head_params: dict, h_src: jax.Array, h_dst: jax.Array) -> jax.Array:
     """Scores of every (src, dst) pair, ``logit_edge - logit_nonedge`` [S, D], without materialising
     the [S*D, 2H] concatenation: the first layer splits into a src half and a dst half.
@@ -104,12 +113,8 @@ def dense_pair_scores(head_params: dict, h_src: jax.Array, h_dst: jax.Array) -> 
 
     Args: head_params: the LinkHead's params; h_src [S, H]; h_dst [D, H].
     """
-    w1, b1 = head_params["hidden"]["kernel"], head_params["hidden"]["bias"]
-    w2, b2 = head_params["out"]["kernel"], head_params["out"]["bias"]
-    half = h_src.shape[-1]
-    a = h_src @ w1[:half] + b1  # [S, hidden]
-    b_t = (h_dst @ w1[half:]).T  # [hidden, D]
-    v = w2[:, 1] - w2[:, 0]
+    a, b, v, c = _score_parts(head_params, h_src, h_dst)
+    b_t = b.T  # [hidden, D]
 
     def row(a_i):
         def unit(k, acc):
@@ -117,36 +122,27 @@ def dense_pair_scores(head_params: dict, h_src: jax.Array, h_dst: jax.Array) -> 
 
         return jax.lax.fori_loop(0, v.shape[0], unit, jnp.zeros(b_t.shape[1], a.dtype), unroll=4)
 
-    return jax.lax.map(row, a, batch_size=DENSE_ROWS) + (b2[1] - b2[0])
+    return jax.lax.map(row, a, batch_size=DENSE_ROWS) + c
 
 
 def dense_pair_scores_matmul(head_params: dict, h_src: jax.Array, h_dst: jax.Array) -> jax.Array:
     """``dense_pair_scores`` in the matmul form (64 rows at a time: ``relu(a_i + b) @ v`` over an
     [64, D, hidden] activation): the reference its values are tested against and its speed measured
     beside (``tools/bench_eval_scores.py``)."""
-    w1, b1 = head_params["hidden"]["kernel"], head_params["hidden"]["bias"]
-    w2, b2 = head_params["out"]["kernel"], head_params["out"]["bias"]
-    half = h_src.shape[-1]
-    a = h_src @ w1[:half] + b1
-    b = h_dst @ w1[half:]
-    v = w2[:, 1] - w2[:, 0]
-    return jax.lax.map(lambda a_i: jax.nn.relu(a_i[None, :] + b) @ v, a, batch_size=64) + (b2[1] - b2[0])
+    a, b, v, c = _score_parts(head_params, h_src, h_dst)
+    return jax.lax.map(lambda a_i: jax.nn.relu(a_i[None, :] + b) @ v, a, batch_size=64) + c
 
 
 def pair_scores(head_params: dict, h: jax.Array, src: jax.Array, dst: jax.Array) -> jax.Array:
     """``dense_pair_scores`` of the pairs (src[i], dst[i]) alone: [C] scores from embeddings h [L, H] and
     pair ends [C], in chunks of pairs, never an [L, L] array (sampled evaluation candidates)."""
-    w1, b1 = head_params["hidden"]["kernel"], head_params["hidden"]["bias"]
-    w2, b2 = head_params["out"]["kernel"], head_params["out"]["bias"]
-    h, half = jax.numpy.asarray(h), h.shape[-1]
-    a = h @ w1[:half] + b1  # [L, hidden]
-    b = h @ w1[half:]  # [L, hidden]
-    v = w2[:, 1] - w2[:, 0]
+    h = jnp.asarray(h)
+    a, b, v, c = _score_parts(head_params, h, h)  # [L, hidden] each
 
     def one(ends):
         return jax.nn.relu(a[ends[0]] + b[ends[1]]) @ v
 
-    return jax.lax.map(one, jax.numpy.stack([src, dst], axis=1), batch_size=8192) + (b2[1] - b2[0])
+    return jax.lax.map(one, jnp.stack([src, dst], axis=1), batch_size=8192) + c
 
 
 class NodeHead(nn.Module):
