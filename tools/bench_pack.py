@@ -52,7 +52,10 @@ def worker(args) -> dict:
         cpu.append(time.process_time() - c0)
         for key in sorted(batch):
             digest.update(np.ascontiguousarray(batch[key]).tobytes())
-    return {"wall_s": wall, "cpu_s": cpu, "sha1": digest.hexdigest(), "loadavg": os.getloadavg()[0]}
+    import dygnex_jax.data.windows
+
+    out = {"wall_s": wall, "cpu_s": cpu, "sha1": digest.hexdigest(), "loadavg": os.getloadavg()[0]}
+    return out | {"imported_from": str(Path(dygnex_jax.data.windows.__file__).resolve())}
 
 
 def run_side(tree: Path, args) -> dict:
@@ -70,7 +73,10 @@ def run_side(tree: Path, args) -> dict:
     if proc.returncode != 0 or not lines:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1].removeprefix("error: ")
         raise UserError(f"packing with {tree} failed (exit {proc.returncode}): {last}")
-    return json.loads(lines[-1][len(MARK) :])
+    out = json.loads(lines[-1][len(MARK) :])
+    if not Path(out["imported_from"]).is_relative_to(tree.resolve() / "dygnex_jax"):  # as bench_step checks
+        raise UserError(f"dygnex_jax came from {out['imported_from']}, not {tree}: check the checkout")
+    return out
 
 
 def main(argv=None) -> dict | None:
