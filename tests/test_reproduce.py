@@ -327,6 +327,25 @@ def test_runs_resume_where_they_stopped(tmp_path):
     assert not dy.done and reproduce.run_result(dy) is None
 
 
+def test_a_runs_wall_time_counts_attempts_killed_before_they_logged(tmp_path):
+    """Wall seconds: the larger of the attempts' logged seconds and the seconds of the epochs the result is
+    made of; a killed attempt logs nothing, so the epochs' own clock must carry the run."""
+    config = REPO / "configs" / "repro" / "egcn_o_uci.yaml"
+    (run,) = reproduce.plan_runs([config], [0], ["evolvegcn"], tmp_path, devices=1, batch=1)
+    run.out.mkdir(parents=True)
+    best = {"epoch": 2, "val_map": 0.02, "test_map": 0.021, "test_mrr": 0.11}
+    summary = {"model": "egcn_o", "dataset": "uci_collegemsg", "best": best, "epochs": 3, "early_stop": "x"}
+    (run.out / "summary.json").write_text(json.dumps(summary))
+    rows = [{"epoch": e, "epoch_seconds": 100.0 + e, "eval_seconds": 10.0} for e in (1, 2, 3)]
+    (run.out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (run.out / reproduce.RUN_LOG).write_text('{"seconds": 150.0, "exit": 0, "resumed": true}\n')
+    got = reproduce.run_result(run)
+    assert (got["attempt_seconds"], got["epoch_seconds"], got["wall_seconds"]) == (150.0, 336.0, 336.0)
+    # an uninterrupted run: its attempt also holds the start-up, and stands
+    (run.out / reproduce.RUN_LOG).write_text('{"seconds": 350.0, "exit": 0, "resumed": false}\n')
+    assert reproduce.run_result(run)["wall_seconds"] == 350.0 and reproduce.epoch_seconds(tmp_path) == 0.0
+
+
 def test_tool_reports_finished_runs_and_refuses_bad_arguments(tmp_path):
     out = tmp_path / "repro"
     run = out / "egcn_o_uci" / "evolvegcn" / "seed0"
