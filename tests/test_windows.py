@@ -132,3 +132,27 @@ def test_fast_lookups_equal_binary_search(seed, n):
         np.concatenate([_isin_sorted(v, ref) for v in np.array_split(values, 64)]), want
     )
     assert not _isin_sorted(values, ref[:0]).any()
+
+
+@pytest.mark.parametrize("sampling", ["active", "uniform", "evolvegcn"])
+def test_negatives_of_a_graph_whose_pair_codes_pass_int32(sampling):
+    """Pair codes src * N + dst of 60,000 nodes pass 2^31: computed in int32 (node ids are int32) they
+    wrap, the target's edges are not recognised, and edges come back as negatives. Twelve nodes of high id
+    linked almost completely, so that most candidates among them are edges."""
+    from dygnex_jax.data.graph import DynamicGraph
+
+    ids = np.arange(50_000, 50_012, dtype=np.int32)
+    pairs = np.array([(a, b) for a in ids for b in ids if a != b and (a - b) % 12 != 5], np.int32)
+    graph = DynamicGraph("wide", 60_000, [pairs] * 16)
+    ws = WindowSet(graph, DataConfig(window=3, neg_sampling=sampling))
+    k = int(ws.splits["train"][-1])
+    win = ws.get(k)
+    neg = ws._negatives(k, 4, seed=0, epoch=1)
+    assert len(neg) == 4 * len(win.positives) and neg.dtype == np.int64
+    assert (neg[:, 0] != neg[:, 1]).all()
+    codes = neg[:, 0].astype(np.int64) * graph.num_nodes + neg[:, 1]
+    assert not np.isin(codes, win.positive_codes).any()
+    if sampling != "uniform":  # every candidate among the twelve: only their 12 non-edges qualify
+        assert set(map(tuple, neg.tolist())) <= {
+            (a, b) for a in ids for b in ids if a != b and (a - b) % 12 == 5
+        }

@@ -308,24 +308,29 @@ class WindowSet:
         if not want or len(pool) < 2 or not len(sources):
             return np.zeros((0, 2), np.int64)
         rng = np.random.default_rng([seed, epoch, k, 7])
-        parts, have = [], 0
+        srcs, dsts, have = [], [], 0
         for _ in range(20):
             size = int(want * 1.3) + 16
             if mode == "evolvegcn":
                 src = sources[rng.integers(0, len(sources), size)]
-                cand = np.stack([src, pool[rng.integers(0, len(pool), size)]], 1)
+                dst = pool[rng.integers(0, len(pool), size)]
             else:  # both ends from the pool, in one draw
-                cand = pool[rng.integers(0, len(pool), size=(size, 2))]
-            cand = cand[cand[:, 0] != cand[:, 1]]
-            codes = cand[:, 0] * n + cand[:, 1]
-            ok = ~_isin_sorted(codes, win.positive_codes)
+                both = pool[rng.integers(0, len(pool), size=(size, 2))]
+                src, dst = both[:, 0], both[:, 1]
+            codes = src.astype(np.int64) * n + dst  # in int64: node ids may be int32, N^2 is not
+            ok = src != dst
+            ok &= ~_isin_sorted(codes, win.positive_codes)
             if self.seen is not None:  # data.targets: new: a pair seen before is no negative
                 ok &= ~self.seen.seen_before(codes, win.target)
-            parts.append(cand[ok])
-            have += int(ok.sum())
+            srcs.append(src[ok])
+            dsts.append(dst[ok])
+            have += len(srcs[-1])
             if have >= want:
                 break
-        return np.concatenate(parts)[:want].astype(np.int64).reshape(-1, 2)
+        out = np.empty((min(have, want), 2), np.int64)
+        out[:, 0] = np.concatenate(srcs)[: len(out)]
+        out[:, 1] = np.concatenate(dsts)[: len(out)]
+        return out
 
 
 def chronological_splits(k: int, cfg: DataConfig, described: str, remedy: str) -> dict[str, np.ndarray]:
