@@ -346,6 +346,54 @@ def test_a_runs_wall_time_counts_attempts_killed_before_they_logged(tmp_path):
     assert reproduce.run_result(run)["wall_seconds"] == 350.0 and reproduce.epoch_seconds(tmp_path) == 0.0
 
 
+_PARENT = """
+import sys
+from pathlib import Path
+from dygnex_jax.research import reproduce
+out = Path(sys.argv[1])
+out.mkdir()
+child = (
+    "import pathlib, signal, sys, time\\n"
+    "p = pathlib.Path(sys.argv[1])\\n"
+    "def stop(*a):\\n"
+    "    (p / 'sigints').open('a').write('x')\\n"
+    "    time.sleep(0.5)\\n"  # a second one, had it come, would be counted meanwhile
+    "    sys.exit(130)\\n"
+    "signal.signal(signal.SIGINT, stop)\\n"
+    "(p / 'ready').write_text('1')\\n"
+    "time.sleep(600)\\n"
+)
+reproduce.command = lambda run: ([sys.executable, "-c", child, str(out)], None)
+run = reproduce.Run("c", out / "c.yaml", "evolvegcn", 0, out, (), 1)
+try:
+    reproduce.execute(run, log=lambda *a: None)
+except KeyboardInterrupt:
+    sys.exit(99)
+"""
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT", "SIGHUP"])
+def test_a_signal_to_the_tool_stops_its_training_child_as_one_ctrl_c(tmp_path, sig):
+    """SIGTERM / SIGINT / SIGHUP to ``execute``'s process: the child gets exactly one SIGINT (its
+    graceful stop), the attempt is logged, and the caller sees KeyboardInterrupt."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "run"
+    parent = subprocess.Popen([sys.executable, "-c", _PARENT, str(out)], cwd=REPO)
+    deadline = time.monotonic() + 300
+    while not (out / "ready").is_file():
+        assert parent.poll() is None and time.monotonic() < deadline, "the child never started"
+        time.sleep(0.1)
+    parent.send_signal(getattr(signal, sig))
+    assert parent.wait(timeout=300) == 99
+    assert (out / "sigints").read_text() == "x"
+    (attempt,) = [json.loads(line) for line in (out / reproduce.RUN_LOG).read_text().splitlines()]
+    assert attempt["exit"] == 130 and attempt["seconds"] > 0
+
+
 def test_tool_reports_finished_runs_and_refuses_bad_arguments(tmp_path):
     out = tmp_path / "repro"
     run = out / "egcn_o_uci" / "evolvegcn" / "seed0"

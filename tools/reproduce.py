@@ -134,7 +134,12 @@ def main(argv=None) -> int:
     print(f"reproduce: {len(runs)} run(s), {len(runs) - len(todo)} finished, {len(todo)} to run -> {out}")
     for i, run in enumerate(todo, 1):
         print(f"[{i}/{len(todo)}]", end=" ", flush=True)
-        if reproduce.execute(run) != 0:
+        try:
+            code = reproduce.execute(run)
+        except KeyboardInterrupt:
+            print(f"interrupted: {run.out} stopped at a safe point; run the same command again to resume it")
+            return 130
+        if code != 0:
             failed.append(run)
         report(out)
     for run in failed:

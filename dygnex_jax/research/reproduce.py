@@ -27,9 +27,11 @@ import dataclasses
 import json
 import math
 import os
+import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -170,17 +172,50 @@ def command(run: Run) -> tuple[list[str], dict]:
     return argv + list(run.overrides), env
 
 
+FORWARDED = ("SIGINT", "SIGTERM", "SIGHUP")  # reach the training child as one Ctrl-C
+
+
 def execute(run: Run, log=print) -> int:
     """Train (or resume) ``run`` in a child process, its output passed through; append the attempt's wall
-    seconds to its ``RUN_LOG`` when it ends. Returns the child's exit code."""
+    seconds to its ``RUN_LOG`` when it ends. Returns the child's exit code.
+
+    The child runs in its own session, and a SIGINT, SIGTERM or SIGHUP to this process reaches it as one
+    Ctrl-C (SIGINT): training stops at a safe point with its checkpoints whole, the attempt is logged, and
+    ``KeyboardInterrupt`` is raised here (a child killed outright would lose its epoch; one left running,
+    orphaned, would hold its folder's lock)."""
     argv, env = command(run)
     log(f"{'resuming' if run.started else 'starting'} {run.cell} / {run.way} / seed {run.seed} -> {run.out}")
     start = time.time()
-    code = subprocess.call(argv, env=env)
-    if run.out.is_dir():
-        with (run.out / RUN_LOG).open("a") as f:
-            f.write(json.dumps({"seconds": time.time() - start, "exit": code, "resumed": "--resume" in argv}))
-            f.write("\n")
+    child = subprocess.Popen(argv, env=env, start_new_session=True)
+    caught: list[int] = []
+
+    def forward(signum, frame):
+        caught.append(signum)
+        if child.poll() is None:
+            child.send_signal(signal.SIGINT)
+
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        previous = {sig: signal.signal(sig, forward) for sig in map(signal.Signals.__getitem__, FORWARDED)}
+    try:
+        code = child.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if run.out.is_dir():
+            with (run.out / RUN_LOG).open("a") as f:
+                f.write(
+                    json.dumps(
+                        {
+                            "seconds": time.time() - start,
+                            "exit": child.returncode,
+                            "resumed": "--resume" in argv,
+                        }
+                    )
+                )
+                f.write("\n")
+    if caught:
+        raise KeyboardInterrupt
     return code
 
 
