@@ -40,6 +40,11 @@ def test_rescoring_the_checkpoint_gives_the_runs_own_figures(trained):
             assert r["ap_background_last"] >= r["ap"] - 1e-12
             assert r["mrr_background_last"] >= r["mrr"] - 1e-12
     assert any(r["touching_background"] == 0 for r in rows) and np.isfinite(d["map_background_last"])
+    # each source's row shifted by its own mean: the ranks within a row, so MRR, are those of the run
+    for r in rows:
+        if r["positives"]:
+            assert r["mrr_rows_centred"] == pytest.approx(r["mrr"], rel=1e-9)
+    assert np.isfinite(d["map_rows_centred"]) and d["mrr_rows_centred"] == pytest.approx(d["mrr"], rel=1e-9)
 
 
 def test_refusals_are_one_line(tmp_path):

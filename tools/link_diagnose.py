@@ -38,6 +38,10 @@ def main(argv=None) -> int:
         f"{d['mrr_background_last']:.4f}; {d['positives']} edges, {100 * d['touching_background']:.1f} % touch "
         f"the background, {100 * d['silent_in_last_snapshot']:.1f} % have both ends silent in the last snapshot"
     )
+    print(
+        f"MAP {d['map']:.5f} -> {d['map_rows_centred']:.5f} with each source's scores less their mean (MRR "
+        f"{d['mrr_rows_centred']:.4f}, unchanged): what the sources' own offsets cost the pooled ranking"
+    )
     if a.json:
         atomic_write_text(a.json, json_text(d, indent=1))
     return 0

@@ -30,6 +30,11 @@ def _window_figures(windows, k: int, scores: np.ndarray) -> dict:
     last = scores.copy()
     last[a, :] = last[:, a] = scores.min() - 1.0
     ap_last, mrr_last, _ = snapshot_metrics_compressed(last, *args)
+    # each source's row less its mean over the global candidates: MRR (within a row) cannot change, MAP
+    # (pooled over rows) loses what the sources' own offsets cost it
+    m = np.asarray(args[0], np.float64)
+    centred = scores - (scores @ m / m.sum())[:, None]
+    ap_centred, mrr_centred, _ = snapshot_metrics_compressed(centred, *args)
     active_last = np.unique(win.edges[-1].ravel()) if len(win.edges[-1]) else np.zeros(0, np.int32)
     silent = ~np.isin(ls, active_last) & ~np.isin(ld, active_last)
     return {
@@ -44,6 +49,8 @@ def _window_figures(windows, k: int, scores: np.ndarray) -> dict:
         "mrr": mrr,
         "ap_background_last": ap_last,
         "mrr_background_last": mrr_last,
+        "ap_rows_centred": ap_centred,
+        "mrr_rows_centred": mrr_centred,
     }
 
 
@@ -85,6 +92,8 @@ def diagnose(run_dir: str | Path, split: str = "test", note=print) -> dict:
         "mrr": weighted_mean([r["mrr"] for r in rows], w),
         "map_background_last": weighted_mean([r["ap_background_last"] for r in rows], w),
         "mrr_background_last": weighted_mean([r["mrr_background_last"] for r in rows], w),
+        "map_rows_centred": weighted_mean([r["ap_rows_centred"] for r in rows], w),
+        "mrr_rows_centred": weighted_mean([r["mrr_rows_centred"] for r in rows], w),
         "positives": total,
         "touching_background": sum(r["touching_background"] for r in rows) / max(total, 1),
         "silent_in_last_snapshot": sum(r["silent_in_last_snapshot"] for r in rows) / max(total, 1),
