@@ -61,6 +61,7 @@ _NAME = re.compile(r"^epoch_(\d{6,})$")
 # alter the ones to come: the way out after a non-finite step).
 RESUMABLE_CHANGES = (
     *("train.epochs", "train.checkpoint_every", "train.keep_checkpoints", "train.on_nonfinite"),
+    "train.checkpoint_best",
     "train.learning_rate",
     "parallel.compile_cache",
     "parallel.prefetch",
@@ -250,9 +251,12 @@ def _checkpointer():
     )
 
 
-def save(trainer, out_dir: str | Path, epoch: int, history: list[dict], keep: int) -> Path:
-    """Write the checkpoint of ``epoch`` atomically; keep the newest ``keep``. Returns its folder. A
-    Ctrl-C meanwhile is raised once the checkpoint is complete."""
+def save(
+    trainer, out_dir: str | Path, epoch: int, history: list[dict], keep: int, best: int | None = None
+) -> Path:
+    """Write the checkpoint of ``epoch`` atomically; keep the newest ``keep``, and the one of epoch ``best``
+    (the best validation epoch so far) when there is one. Returns its folder. A Ctrl-C meanwhile is raised
+    once the checkpoint is complete."""
     with runlock.deferred():
         root = Path(out_dir) / FOLDER
         root.mkdir(parents=True, exist_ok=True)
@@ -288,9 +292,11 @@ def save(trainer, out_dir: str | Path, epoch: int, history: list[dict], keep: in
         _fsync(root)
         shutil.rmtree(old, ignore_errors=True)
         runlock.pause_point("save-commit", epoch)
-        # the newest `keep` up to this epoch; later ones (skipped as damaged by the resume) are replaced
-        # when this run gets there
-        for _, path in [(e, p) for e, p in complete(out_dir) if e <= epoch][:-keep]:
+        # the newest `keep` up to this epoch and the best one; later ones (skipped as damaged by the
+        # resume) are replaced when this run gets there
+        for e, path in [(e, p) for e, p in complete(out_dir) if e <= epoch][:-keep]:
+            if e == best:
+                continue
             doomed = root / f".tmp-del-{path.name}"
             path.rename(doomed)
             shutil.rmtree(doomed, ignore_errors=True)

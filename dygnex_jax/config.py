@@ -161,8 +161,7 @@ class DataConfig:
 
 @dataclasses.dataclass
 class ModelConfig:
-    # Registry name (dygnex_jax/models): egcn_o, egcn_h, gcrn_gru, gconv_lstm, gc_lstm, tgcn, gcn_gru,
-    # mpnn_lstm.
+    # Registry name (dygnex_jax/models): egcn_o, egcn_h, gcrn_gru, gconv_lstm, gc_lstm, tgcn, gcn_gru, mpnn_lstm
     name: str = key("egcn_o", free="models/ checks it when building (its registry imports JAX)")
     hidden: int = key(64, "[1, inf)")  # node embedding width of every graph layer
     # Graph layers (EvolveGCN: 2); stacked recurrent cells for gcrn_gru / gconv_lstm / gc_lstm / tgcn;
@@ -205,6 +204,7 @@ class TrainConfig:
     # OUT/checkpoints (0 = only after the last); `train --resume OUT` continues from the latest.
     checkpoint_every: int = key(1, "[0, inf)")
     keep_checkpoints: int = key(3, "[1, inf)")  # complete checkpoints kept (the oldest are deleted)
+    checkpoint_best: bool = False  # also at each new best val metric (the result's epoch), the newest kept
     # A step with a non-finite loss, gradient or update: "stop" the run (naming the step, its windows
     # and the last good checkpoint), or "skip" it (parameters unchanged; counted per epoch).
     on_nonfinite: str = key("stop", choices=("stop", "skip"))

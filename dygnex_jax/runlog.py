@@ -209,6 +209,12 @@ def _evaluated(task: str, history: list[dict]) -> tuple[str, list[dict], int | N
     return key, rows, next(i for i, r in enumerate(rows) if r[key] == target)
 
 
+def best_epoch(task: str, history: list[dict]) -> int | None:
+    """The epoch of the best val metric in ``history`` (the first of equals), or None before one."""
+    _, rows, best = _evaluated(task, history)
+    return None if best is None else int(rows[best]["epoch"])
+
+
 def is_new_best(task: str, history: list[dict], value: float) -> bool:
     """Whether a val metric ``value`` beats every one in ``history`` (strictly; the first one does)."""
     key, rows, best = _evaluated(task, history)

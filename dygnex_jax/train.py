@@ -25,6 +25,7 @@ from .files import atomic_write_text, json_text
 from .resume import absolute_paths, check_data, record_moved_data
 from .runlog import (
     Progress,
+    best_epoch,
     check_run_names,
     claim_out_dir,
     default_out_dir,
@@ -144,9 +145,10 @@ def _train(
             steps_file.write("".join(json_text(r) + "\n" for r in trainer.last_steps))
             steps_file.flush()
             progress.line(epoch_line(row, config.train.epochs, trainer.task))
-            if main and (checkpoint.is_due(epoch, config.train) or stop):  # replicated: process 0 writes
-                path = checkpoint.save(trainer, out, epoch, history, config.train.keep_checkpoints)
-                progress.line(f"checkpoint {path}")
+            best = best_epoch(config.data.task, history) if config.train.checkpoint_best else None
+            if main and (checkpoint.is_due(epoch, config.train) or stop or best == epoch):  # process 0 writes
+                path = checkpoint.save(trainer, out, epoch, history, config.train.keep_checkpoints, best)
+                progress.line(f"checkpoint {path}" + (" (best val so far)" if best == epoch else ""))
             if stop:
                 break
         if ended_early(config, history):

@@ -235,6 +235,16 @@ def test_half_written_checkpoints_are_never_picked_and_old_ones_go(tmp_path, mon
     assert [e for e, _ in checkpoint.complete(tmp_path)] == [3, 4]
 
 
+def test_the_best_epochs_checkpoint_outlives_the_newest_keep(tmp_path):
+    tr = toy()
+    for epoch in (1, 2, 3, 4, 5):
+        checkpoint.save(tr, tmp_path, epoch, [], keep=2, best=2)
+    assert [e for e, _ in checkpoint.complete(tmp_path)] == [2, 4, 5]
+    checkpoint.save(tr, tmp_path, 6, [], keep=2, best=6)  # a new best: the old one goes, as any
+    assert [e for e, _ in checkpoint.complete(tmp_path)] == [5, 6]
+    assert checkpoint.latest(tmp_path).epoch == 6
+
+
 def _fake_run(path: Path, trained: dict) -> Path:
     """A run folder without config.yaml whose complete-looking checkpoint of epoch 2 trained ``trained``
     (resume_config reads only the checkpoint's meta.json)."""

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from helpers import assert_one_line_error, run_tool
 
+from dygnex_jax import checkpoint
 from dygnex_jax.config import load_config
 from dygnex_jax.errors import UserError
 from dygnex_jax.research.link_diagnosis import diagnose
@@ -16,7 +17,9 @@ def trained(tmp_path_factory, request):
     # data.targets=new: the candidates leave out the pairs seen before, in the diagnosis too
     out = tmp_path_factory.mktemp("diag") / "run"
     config = load_config(
-        "configs/smoke.yaml", ["train.epochs=2", "eval.candidates=all", f"data.targets={request.param}"]
+        "configs/smoke.yaml",
+        ["train.epochs=2", "eval.candidates=all", f"data.targets={request.param}"]
+        + ["train.checkpoint_best=true", "train.keep_checkpoints=1"],
     )
     return out, train_and_evaluate(config, out)
 
@@ -45,6 +48,18 @@ def test_rescoring_the_checkpoint_gives_the_runs_own_figures(trained):
         if r["positives"]:
             assert r["mrr_rows_centred"] == pytest.approx(r["mrr"], rel=1e-9)
     assert np.isfinite(d["map_rows_centred"]) and d["mrr_rows_centred"] == pytest.approx(d["mrr"], rel=1e-9)
+
+
+def test_the_best_epochs_checkpoint_is_kept_and_rescores_to_the_runs_best(trained):
+    """train.checkpoint_best: the best val epoch's checkpoint stays beside the newest (keep 1), and
+    re-scoring it gives the figures summary.json reports as the run's best."""
+    out, summary = trained
+    best = summary["best"]["epoch"]
+    assert sorted({best, 2}) == [e for e, _ in checkpoint.complete(out)]
+    d = diagnose(out, "val", note=lambda _: None, epoch=best)
+    assert d["epoch"] == best and d["map"] == pytest.approx(summary["best"]["val_map"], rel=1e-6)
+    with pytest.raises(UserError, match="no checkpoint of epoch 7"):
+        diagnose(out, "val", epoch=7)
 
 
 def test_refusals_are_one_line(tmp_path):

@@ -1,4 +1,4 @@
-"""Where a trained link model's MAP goes: its newest checkpoint re-scored with the background block last.
+"""Where a trained link model's MAP goes: a checkpoint (the newest; --epoch N) re-scored, background last.
 
     python tools/link_diagnose.py runs/repro/egcn_o_bitcoin_alpha/evolvegcn/seed0 --split test --json d.json
 
@@ -20,9 +20,10 @@ def main(argv=None) -> int:
     ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("run", help="a training run's --out folder (its config.yaml and checkpoints)")
     ap.add_argument("--split", default="test", choices=["train", "val", "test"])
+    ap.add_argument("--epoch", type=int, help="re-score this epoch's checkpoint (default: the newest)")
     ap.add_argument("--json", help="write the figures here")
     a = ap.parse_args(argv)
-    d = diagnose(a.run, a.split)
+    d = diagnose(a.run, a.split, epoch=a.epoch)
     print(f"{d['run']}: epoch {d['epoch']}, {a.split}")
     print(
         "| target | edges | touching background | background nodes | AP | AP, background last | MRR | MRR, background last |"

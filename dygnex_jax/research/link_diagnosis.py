@@ -54,9 +54,10 @@ def _window_figures(windows, k: int, scores: np.ndarray) -> dict:
     }
 
 
-def diagnose(run_dir: str | Path, split: str = "test", note=print) -> dict:
-    """The figures of the module docstring for ``split``, from ``run_dir``'s newest checkpoint."""
-    from ..checkpoint import restore_newest
+def diagnose(run_dir: str | Path, split: str = "test", note=print, epoch: int | None = None) -> dict:
+    """The figures of the module docstring for ``split``, from ``run_dir``'s newest checkpoint (or that of
+    ``epoch``: e.g. the best validation epoch, kept with ``train.checkpoint_best``)."""
+    from ..checkpoint import FOLDER, Damaged, candidates, check, restore, restore_newest
     from ..config import load_config
     from ..trainer import Trainer
 
@@ -72,7 +73,22 @@ def diagnose(run_dir: str | Path, split: str = "test", note=print) -> dict:
             f"{run_dir} evaluates sampled candidates (eval.candidates): the background block exists "
             "only among all pairs; diagnose a run with eval.candidates=all"
         )
-    ckpt, _ = restore_newest(trainer, run_dir, note)
+    if epoch is not None:
+        kept = dict(candidates(run_dir))
+        if epoch not in kept:
+            have = ", ".join(map(str, sorted(kept))) or "none"
+            raise UserError(
+                f"{run_dir} has no checkpoint of epoch {epoch} (it has {have}): name one of those"
+            )
+        try:
+            ckpt = check(kept[epoch])
+        except Damaged as e:
+            raise UserError(
+                f"{run_dir / FOLDER / kept[epoch].name} is damaged ({e}): name another epoch"
+            ) from None
+        restore(trainer, ckpt)
+    else:
+        ckpt, _ = restore_newest(trainer, run_dir, note)
     if ckpt is None:
         raise UserError(f"{run_dir} has no checkpoint: train with train.checkpoint_every >= 1 first")
     ev = trainer.evaluator
