@@ -161,7 +161,7 @@ class DataConfig:
 
 @dataclasses.dataclass
 class ModelConfig:
-    # Registry name (dygnex_jax/models): egcn_o, egcn_h, gcrn_gru, gconv_lstm, gc_lstm, tgcn, gcn_gru, mpnn_lstm
+    # Registry (dygnex_jax/models): egcn_o, egcn_h, gcrn_gru, gconv_lstm, gc_lstm, tgcn, gcn_gru, mpnn_lstm
     name: str = key("egcn_o", free="models/ checks it when building (its registry imports JAX)")
     hidden: int = key(64, "[1, inf)")  # node embedding width of every graph layer
     # Graph layers (EvolveGCN: 2); stacked recurrent cells for gcrn_gru / gconv_lstm / gc_lstm / tgcn;

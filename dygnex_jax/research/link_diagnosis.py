@@ -82,11 +82,11 @@ def diagnose(run_dir: str | Path, split: str = "test", note=print, epoch: int | 
             )
         try:
             ckpt = check(kept[epoch])
+            restore(trainer, ckpt)
         except Damaged as e:
             raise UserError(
                 f"{run_dir / FOLDER / kept[epoch].name} is damaged ({e}): name another epoch"
             ) from None
-        restore(trainer, ckpt)
     else:
         ckpt, _ = restore_newest(trainer, run_dir, note)
     if ckpt is None:
