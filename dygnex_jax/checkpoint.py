@@ -369,6 +369,24 @@ def restore_newest(trainer, out_dir: str | Path, note) -> tuple[Checkpoint | Non
     return None, []
 
 
+def restore_epoch(trainer, out_dir: str | Path, epoch: int) -> Checkpoint:
+    """Restore ``out_dir``'s checkpoint of ``epoch`` into ``trainer`` (e.g. the best validation epoch's,
+    kept with ``train.checkpoint_best``); a UserError naming the epochs there are when it is missing, or
+    when it does not restore cleanly. A Ctrl-C meanwhile is raised after the restore, as in
+    ``restore_newest``."""
+    kept = dict(candidates(out_dir))
+    if epoch not in kept:
+        have = ", ".join(map(str, sorted(kept))) or "none"
+        raise UserError(f"{out_dir} has no checkpoint of epoch {epoch} (it has {have}): name one of those")
+    try:
+        with runlock.deferred():
+            ckpt = check(kept[epoch])
+            restore(trainer, ckpt)
+    except Damaged as e:
+        raise UserError(f"{kept[epoch]} is damaged ({e}): name another epoch") from None
+    return ckpt
+
+
 def restore(trainer, ckpt: Checkpoint) -> list[dict]:
     """Load ``ckpt`` into ``trainer`` (arrays, scheduler weights, step times, budgets); its metric rows.
     ``Damaged`` (and ``trainer`` unchanged) when orbax cannot read it or ``meta.json`` lacks a field."""

@@ -22,6 +22,7 @@ from helpers import LOOP, make_trainer
 
 from dygnex_jax import checkpoint, resume
 from dygnex_jax.__main__ import main
+from dygnex_jax.errors import UserError
 from dygnex_jax.train import NonFiniteStep
 
 REPO = Path(__file__).resolve().parents[1]
@@ -243,6 +244,12 @@ def test_the_best_epochs_checkpoint_outlives_the_newest_keep(tmp_path):
     checkpoint.save(tr, tmp_path, 6, [], keep=2, best=6)  # a new best: the old one goes, as any
     assert [e for e, _ in checkpoint.complete(tmp_path)] == [5, 6]
     assert checkpoint.latest(tmp_path).epoch == 6
+    assert checkpoint.restore_epoch(tr, tmp_path, 5).epoch == 5  # one named epoch, not the newest
+    (tmp_path / "checkpoints" / "epoch_000005" / "meta.json").write_text("{")
+    with pytest.raises(UserError, match="epoch_000005 is damaged .*not valid JSON.*: name another epoch"):
+        checkpoint.restore_epoch(tr, tmp_path, 5)
+    with pytest.raises(UserError, match=r"no checkpoint of epoch 2 \(it has 5, 6\)"):
+        checkpoint.restore_epoch(tr, tmp_path, 2)
 
 
 def _fake_run(path: Path, trained: dict) -> Path:

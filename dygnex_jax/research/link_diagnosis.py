@@ -57,7 +57,7 @@ def _window_figures(windows, k: int, scores: np.ndarray) -> dict:
 def diagnose(run_dir: str | Path, split: str = "test", note=print, epoch: int | None = None) -> dict:
     """The figures of the module docstring for ``split``, from ``run_dir``'s newest checkpoint (or that of
     ``epoch``: e.g. the best validation epoch, kept with ``train.checkpoint_best``)."""
-    from ..checkpoint import FOLDER, Damaged, candidates, check, restore, restore_newest
+    from ..checkpoint import restore_epoch, restore_newest
     from ..config import load_config
     from ..trainer import Trainer
 
@@ -74,19 +74,7 @@ def diagnose(run_dir: str | Path, split: str = "test", note=print, epoch: int | 
             "only among all pairs; diagnose a run with eval.candidates=all"
         )
     if epoch is not None:
-        kept = dict(candidates(run_dir))
-        if epoch not in kept:
-            have = ", ".join(map(str, sorted(kept))) or "none"
-            raise UserError(
-                f"{run_dir} has no checkpoint of epoch {epoch} (it has {have}): name one of those"
-            )
-        try:
-            ckpt = check(kept[epoch])
-            restore(trainer, ckpt)
-        except Damaged as e:
-            raise UserError(
-                f"{run_dir / FOLDER / kept[epoch].name} is damaged ({e}): name another epoch"
-            ) from None
+        ckpt = restore_epoch(trainer, run_dir, epoch)
     else:
         ckpt, _ = restore_newest(trainer, run_dir, note)
     if ckpt is None:
