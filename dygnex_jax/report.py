@@ -50,7 +50,7 @@ def _rows(path: Path) -> list[dict]:
     return rows
 
 
-def _epoch_rows(d: Path) -> list[dict]:
+def epoch_rows(d: Path) -> list[dict]:
     """metrics.jsonl's epoch rows; a UserError for a row that is not one of ``train``'s."""
     rows = _rows(d / "metrics.jsonl")
     for i, row in enumerate(rows, 1):
@@ -108,7 +108,7 @@ def load_run(run_dir: str | Path) -> dict:
         raise UserError(f"run directory {str(d)!r} {what}: pass the --out directory of a train run")
     if not (d / "metrics.jsonl").is_file():
         raise UserError(f"{str(d)!r} is not a training run (no metrics.jsonl): pass the --out of `train`")
-    metrics = _epoch_rows(d)
+    metrics = epoch_rows(d)
     if not metrics:
         raise UserError(f"{str(d)!r} has no finished epoch in metrics.jsonl yet: wait for one, or resume it")
     steps = _rows(d / "steps.jsonl") if (d / "steps.jsonl").is_file() else []

@@ -336,7 +336,10 @@ def test_a_runs_wall_time_counts_attempts_killed_before_they_logged(tmp_path):
     best = {"epoch": 2, "val_map": 0.02, "test_map": 0.021, "test_mrr": 0.11}
     summary = {"model": "egcn_o", "dataset": "uci_collegemsg", "best": best, "epochs": 3, "early_stop": "x"}
     (run.out / "summary.json").write_text(json.dumps(summary))
-    rows = [{"epoch": e, "epoch_seconds": 100.0 + e, "eval_seconds": 10.0} for e in (1, 2, 3)]
+    rows = [
+        {"epoch": e, "loss": 0.5, "epoch_seconds": 100.0 + e, "eval_seconds": 10.0, "padding_efficiency": 1.0}
+        for e in (1, 2, 3)
+    ]
     (run.out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (run.out / reproduce.RUN_LOG).write_text('{"seconds": 150.0, "exit": 0, "resumed": true}\n')
     got = reproduce.run_result(run)

@@ -35,6 +35,8 @@ import threading
 import time
 from pathlib import Path
 
+from ..report import epoch_rows
+
 # Pareja et al., AAAI 2020, Table 2 (link prediction, MAP / MRR), per (model.name, data.dataset).
 PUBLISHED = {
     ("gcn_gru", "bitcoin_otc"): (0.0001, 0.0003),
@@ -172,7 +174,7 @@ def command(run: Run) -> tuple[list[str], dict]:
     return argv + list(run.overrides), env
 
 
-FORWARDED = ("SIGINT", "SIGTERM", "SIGHUP")  # reach the training child as one Ctrl-C
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # reach the training child as one Ctrl-C
 
 
 def execute(run: Run, log=print) -> int:
@@ -196,27 +198,23 @@ def execute(run: Run, log=print) -> int:
 
     previous = {}
     if threading.current_thread() is threading.main_thread():
-        previous = {sig: signal.signal(sig, forward) for sig in map(signal.Signals.__getitem__, FORWARDED)}
+        previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
     try:
-        code = child.wait()
+        child.wait()
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         if run.out.is_dir():
+            attempt = {
+                "seconds": time.time() - start,
+                "exit": child.returncode,
+                "resumed": "--resume" in argv,
+            }
             with (run.out / RUN_LOG).open("a") as f:
-                f.write(
-                    json.dumps(
-                        {
-                            "seconds": time.time() - start,
-                            "exit": child.returncode,
-                            "resumed": "--resume" in argv,
-                        }
-                    )
-                )
-                f.write("\n")
+                f.write(json.dumps(attempt) + "\n")
     if caught:
         raise KeyboardInterrupt
-    return code
+    return child.returncode
 
 
 def run_result(run: Run) -> dict | None:
@@ -257,11 +255,9 @@ def run_result(run: Run) -> dict | None:
 def epoch_seconds(out: Path) -> float:
     """Training plus evaluation seconds of the epochs a run's result is made of (its ``metrics.jsonl``,
     which a resume cuts back to the checkpoint: an epoch trained twice counts once)."""
-    path = out / "metrics.jsonl"
-    if not path.is_file():
+    if not (out / "metrics.jsonl").is_file():
         return 0.0
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return float(sum(r.get("epoch_seconds", 0.0) + r.get("eval_seconds", 0.0) for r in rows))
+    return float(sum(r["epoch_seconds"] + r.get("eval_seconds", 0.0) for r in epoch_rows(out)))
 
 
 def _stats(values: list[float]) -> tuple[float, float | None]:
