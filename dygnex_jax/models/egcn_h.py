@@ -22,28 +22,46 @@ import jraph
 from jax.typing import DTypeLike
 
 from .graph_view import offset_graphs
-from .layers import GRUCell, activation, gcn_aggregate, node_inputs, scan_steps
+from .layers import (
+    GRUCell,
+    activation,
+    compute_dtype,
+    gcn_aggregate,
+    is_codes,
+    node_inputs,
+    rows_times,
+    scan_steps,
+)
 
 
-def window_topk(
-    x: jax.Array, score: jax.Array, node_window: jax.Array, node_count: jax.Array, num_slots: int, k: int
-) -> jax.Array:
-    """Top-k pooled rows per window slot, a node counted ``node_count`` times.
+def window_topk_index(
+    score: jax.Array, node_window: jax.Array, node_count: jax.Array, num_slots: int, k: int
+) -> tuple[jax.Array, jax.Array]:
+    """The k highest-scoring nodes of every window slot, a node counted ``node_count`` times.
 
-    Args: x [N, F]; score [N] (already squashed); node_window [N] slot of every node (0..num_slots-1);
-      node_count [N] int multiplicities. Returns [num_slots, k, F]: ``x * score`` of the k highest-scoring
-      nodes of every slot in descending score order, zero rows where a slot has fewer than k nodes.
+    Args: score [N] (already squashed); node_window [N] slot of every node (0..num_slots-1); node_count
+      [N] int multiplicities. Returns (idx [num_slots, k] node ids in descending score order, keep
+      [num_slots, k] bool: False past the slot's node count, where the pooled row is zero).
     """
-    n = x.shape[0]
+    n = score.shape[0]
     order = jnp.lexsort((-score, node_window))  # by slot, then descending score (stable)
     cum = jnp.cumsum(node_count[order])  # inclusive running count in that order
     totals = jraph.segment_sum(node_count, node_window, num_segments=num_slots)
     start = jnp.cumsum(totals) - totals
     ranks = jnp.arange(k)
     pos = jnp.searchsorted(cum, start[:, None] + ranks[None, :], side="right")  # [slots, k]
-    idx = order[jnp.minimum(pos, n - 1)]
+    return order[jnp.minimum(pos, n - 1)], ranks[None, :] < totals[:, None]
+
+
+def window_topk(
+    x: jax.Array, score: jax.Array, node_window: jax.Array, node_count: jax.Array, num_slots: int, k: int
+) -> jax.Array:
+    """Top-k pooled rows per window slot (``window_topk_index``): [num_slots, k, F] ``x * score`` of the k
+    highest-scoring nodes of every slot in descending score order, zero rows where a slot has fewer than k
+    nodes. x [N, F]; the other arguments as ``window_topk_index``'s."""
+    idx, keep = window_topk_index(score, node_window, node_count, num_slots, k)
     rows = x[idx] * score[idx][..., None].astype(x.dtype)
-    return jnp.where((ranks[None, :] < totals[:, None])[..., None], rows, 0.0)
+    return jnp.where(keep[..., None], rows, 0.0)
 
 
 def _uniform(bound: float):
@@ -65,11 +83,17 @@ class _Step(nn.Module):
             fan_in = self.dims[i]
             p = self.param(f"pool_{i}", _uniform(fan_in**-0.5), (fan_in,))  # PyG's TopKPooling init
             # scores in float32 whatever h's dtype: bfloat16 would tie nodes the top-k must order
-            score = jnp.tanh(h.astype(jnp.float32) @ p / jnp.linalg.norm(p))
-            pooled = window_topk(h, score, node_window, node_count, slots, fan_in)  # [S, in, in]
-            w = GRUCell(self.dims[i + 1], self.dtype, name=f"evolve_{i}")(pooled, w)  # [S, in, out]
+            score = jnp.tanh(rows_times(h if is_codes(h) else h.astype(jnp.float32), p) / jnp.linalg.norm(p))
+            gru = GRUCell(self.dims[i + 1], self.dtype, fan_in, name=f"evolve_{i}")
+            if is_codes(h):  # the pooled one-hot rows [S, in, in] as their codes and scores
+                idx, keep = window_topk_index(score, node_window, node_count, slots, fan_in)
+                w = gru(h[idx], w, jnp.where(keep, score[idx], 0.0))  # [S, in, out]
+                hw = w[node_window, h]  # the one-hot rows times their slot's weights: a gather
+            else:
+                pooled = window_topk(h, score, node_window, node_count, slots, fan_in)  # [S, in, in]
+                w = gru(pooled, w)  # [S, in, out]
+                hw = jax.lax.ragged_dot(h, w, graph.n_node)  # every window slot (graph) by its own weights
             new_weights.append(w)
-            hw = jax.lax.ragged_dot(h, w, graph.n_node)  # every window slot (graph) by its own weights
             h = activation(self.act)(gcn_aggregate(graph._replace(nodes=hw)))
         return (tuple(new_weights), h), None
 
@@ -86,14 +110,15 @@ class EvolveGCNH(nn.Module):
 
     @nn.compact
     def __call__(self, batch: dict) -> jax.Array:
-        x = node_inputs(batch, self.num_features, self.dtype)
+        x = node_inputs(batch, self.num_features, self.dtype, codes=True)
+        dt = compute_dtype(self.dtype)
         dims = (self.num_features,) + (self.hidden,) * self.layers
         n = batch["node_window"].shape[0]
         slots = batch["window_sizes"].shape[0]
         init = nn.initializers.glorot_uniform()
         weights = tuple(
             jnp.broadcast_to(
-                self.param(f"gcn_{i}", init, (dims[i], dims[i + 1])).astype(x.dtype),
+                self.param(f"gcn_{i}", init, (dims[i], dims[i + 1])).astype(dt),
                 (slots, dims[i], dims[i + 1]),
             )
             for i in range(self.layers)
@@ -105,6 +130,6 @@ class EvolveGCNH(nn.Module):
             per_tau(batch["node_window"]),
             per_tau(batch["node_count"]),
         )
-        step = scan_steps(_Step, remat=self.remat, dims=dims, dtype=x.dtype, act=self.act)
-        (_, h), _ = step((weights, jnp.zeros((n, self.hidden), x.dtype)), xs)
+        step = scan_steps(_Step, remat=self.remat, dims=dims, dtype=dt, act=self.act)
+        (_, h), _ = step((weights, jnp.zeros((n, self.hidden), dt)), xs)
         return h

@@ -41,6 +41,7 @@ from .layers import (
     compute_dtype,
     gcn_aggregate,
     node_inputs,
+    rows_times,
     time_scan,
 )
 
@@ -77,7 +78,7 @@ class _Step(nn.Module):
             return (jax.tree.map(keep, new_weights, weights), None), new_weights
         h = graph.nodes
         for w in new_weights:
-            h = activation(self.act)(gcn_aggregate(graph._replace(nodes=h @ w), self.comm))
+            h = activation(self.act)(gcn_aggregate(graph._replace(nodes=rows_times(h, w)), self.comm))
         return (jax.tree.map(keep, new_weights, weights), keep(h, h_prev)), None
 
 
@@ -113,10 +114,11 @@ class EvolveGCNO(nn.Module):
         """Run the time offsets of ``xs`` (feat [T, N] or x [T, N, F], senders/receivers/edge_mask [T, E],
         optional valid [T]) from ``carry``. Returns (carry after them, [N, hidden] embeddings at the last
         valid offset; zeros if none is valid)."""
-        x = node_inputs(xs, self.num_features, self.dtype)  # [T, N, F]
+        x = node_inputs(xs, self.num_features, self.dtype, codes=True)  # [T, N, F] or codes [T, N]
         valid = xs.get("valid", jnp.ones(x.shape[0], bool))
         seq = (offset_graphs(xs, x), valid)
-        (weights, h), _ = self.step((carry, jnp.zeros((x.shape[1], self.hidden), x.dtype)), seq)
+        h0 = jnp.zeros((x.shape[1], self.hidden), compute_dtype(self.dtype))
+        (weights, h), _ = self.step((carry, h0), seq)
         return weights, h
 
     def __call__(self, batch: dict) -> jax.Array:
@@ -142,11 +144,12 @@ class EvolveGCNO(nn.Module):
                 "the last-offset layout holds one device's whole graph: vertex partition needs 'scan'"
             )
         last = {k: batch[k][-1:] for k in ("x", "feat") if k in batch}
-        graph = at_offset(offset_graphs(batch, node_inputs(last, self.num_features, self.dtype)), 0)  # W-1
+        x = node_inputs(last, self.num_features, self.dtype, codes=True)
+        graph = at_offset(offset_graphs(batch, x), 0)  # W-1
         per_tau = self.evolved_weights(jnp.ones(_offsets(batch), bool))
         h = graph.nodes  # [N, F]
         for w in per_tau:
-            h = activation(self.act)(gcn_aggregate(graph._replace(nodes=h @ w[-1])))
+            h = activation(self.act)(gcn_aggregate(graph._replace(nodes=rows_times(h, w[-1]))))
         return h
 
     def flat(self, batch: dict) -> jax.Array:
@@ -157,14 +160,14 @@ class EvolveGCNO(nn.Module):
             raise ValueError(
                 "the flat edge layout holds one device's whole graph: vertex partition needs 'scan'"
             )
-        x = node_inputs(batch, self.num_features, self.dtype)  # [W, N, F]
+        x = node_inputs(batch, self.num_features, self.dtype, codes=True)  # [W, N, F] or codes [W, N]
         w_len, n = x.shape[:2]
         valid = batch.get("valid", jnp.ones(w_len, bool))
         per_tau = self.evolved_weights(valid)  # per layer [W, in, out]
-        graph = flat_graph(batch, x.reshape(w_len * n, -1))  # the W x (K+1) node-time graphs
+        graph = flat_graph(batch, x.reshape(w_len * n, *x.shape[2:]))  # the W x (K+1) node-time graphs
         h = x
         for w in per_tau:
-            hw = jnp.einsum("tnf,tfo->tno", h, w).reshape(w_len * n, w.shape[-1])
+            hw = jax.vmap(rows_times)(h, w).reshape(w_len * n, w.shape[-1])
             h = activation(self.act)(gcn_aggregate(graph._replace(nodes=hw))).reshape(w_len, n, -1)
         last = w_len - 1 - jnp.argmax(valid[::-1])  # the last valid offset
         return jnp.where(valid.any(), h[last], 0.0)

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 from jax.typing import DTypeLike
 
 from .graph_view import flat_graph, offset_graphs
-from .layers import GCNConv, GRUCell, activation, node_inputs, scan_steps, time_scan
+from .layers import GCNConv, GRUCell, activation, compute_dtype, node_inputs, scan_steps, time_scan
 
 
 class _Step(nn.Module):
@@ -24,12 +24,14 @@ class _Step(nn.Module):
     layers: int
     dtype: DTypeLike = jnp.float32
     act: str = "relu"  # model.activation (layers.ACTIVATIONS)
+    num_features: int = 0  # the inputs' one-hot width when they are category codes
 
     @nn.compact
     def __call__(self, h, graph):
-        x = graph.nodes  # graph: this offset's GraphsTuple, nodes = the inputs
+        x = graph.nodes  # graph: this offset's GraphsTuple, nodes = the inputs (or their codes)
         for i in range(self.layers):
-            x = activation(self.act)(GCNConv(self.hidden, dtype=self.dtype, name=f"gcn_{i}")(x, graph))
+            conv = GCNConv(self.hidden, dtype=self.dtype, in_features=self.num_features, name=f"gcn_{i}")
+            x = activation(self.act)(conv(x, graph))
         return GRUCell(self.hidden, self.dtype, name="gru")(x, h), None
 
 
@@ -45,14 +47,17 @@ class _FlatStep(nn.Module):
     layers: int
     remat: str = "none"
     act: str = "relu"
+    dtype: DTypeLike = jnp.float32
+    num_features: int = 0  # the inputs' one-hot width when they are category codes
 
     @nn.compact
     def __call__(self, x, graph):
         w_len, n = x.shape[:2]
-        e = x.reshape(w_len * n, x.shape[-1])
+        e = x.reshape(w_len * n, *x.shape[2:])
         for i in range(self.layers):
-            e = activation(self.act)(GCNConv(self.hidden, dtype=x.dtype, name=f"gcn_{i}")(e, graph))
-        gru, h0 = GRUCell(self.hidden, x.dtype, name="gru"), jnp.zeros((n, self.hidden), x.dtype)
+            conv = GCNConv(self.hidden, dtype=self.dtype, in_features=self.num_features, name=f"gcn_{i}")
+            e = activation(self.act)(conv(e, graph))
+        gru, h0 = GRUCell(self.hidden, self.dtype, name="gru"), jnp.zeros((n, self.hidden), self.dtype)
         h, _ = time_scan(_gru_step, self.remat)(gru, h0, e.reshape(w_len, n, -1))
         return h
 
@@ -69,14 +74,24 @@ class GCNGRU(nn.Module):
 
     @nn.compact
     def __call__(self, batch: dict) -> jax.Array:
-        x = node_inputs(batch, self.num_features, self.dtype)
+        x = node_inputs(batch, self.num_features, self.dtype, codes=True)  # [W, N, F] or codes [W, N]
+        dt = compute_dtype(self.dtype)
         if batch["senders"].ndim == 1:  # flat layout
-            graph = flat_graph(batch, x.reshape(-1, x.shape[-1]))
-            return _FlatStep(self.hidden, self.layers, self.remat, self.act, name="step")(x, graph)
+            graph = flat_graph(batch, x.reshape(-1, *x.shape[2:]))
+            step = _FlatStep(
+                self.hidden, self.layers, self.remat, self.act, dt, self.num_features, name="step"
+            )
+            return step(x, graph)
         n = batch["node_window"].shape[0]
         xs = offset_graphs(batch, x)
         step = scan_steps(
-            _Step, remat=self.remat, hidden=self.hidden, layers=self.layers, dtype=x.dtype, act=self.act
+            _Step,
+            remat=self.remat,
+            hidden=self.hidden,
+            layers=self.layers,
+            dtype=dt,
+            act=self.act,
+            num_features=self.num_features,
         )
-        h, _ = step(jnp.zeros((n, self.hidden), x.dtype), xs)
+        h, _ = step(jnp.zeros((n, self.hidden), dt), xs)
         return h

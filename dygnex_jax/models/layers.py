@@ -151,14 +151,59 @@ class ChebConv(nn.Module):
         return out + self.param("bias", nn.initializers.zeros, (self.features,)).astype(self.dtype)
 
 
-def node_inputs(batch: dict, num_features: int, dtype: str = "float32") -> jax.Array:
+def node_inputs(batch: dict, num_features: int, dtype: str = "float32", codes: bool = False) -> jax.Array:
     """[W, N, F] node inputs of a packed batch in the compute dtype ``dtype`` (``model.dtype``, checked
     here: every encoder's entry): ``batch["x"]`` when the task has real-valued features, else the
-    one-hot of the categories ``batch["feat"]`` (degree buckets)."""
+    one-hot of the categories ``batch["feat"]`` (degree buckets). ``codes``: return the categories
+    themselves (int32 [W, N]) instead of their one-hot, for an encoder whose first layers read them
+    through ``CodeDense`` / ``rows_times`` (a row gather instead of a matmul by one-hot rows)."""
     dt = compute_dtype(dtype)
     if "x" in batch:
         return batch["x"].astype(dt)
+    if codes:
+        return batch["feat"]
     return jax.nn.one_hot(batch["feat"], num_features, dtype=dt)
+
+
+def is_codes(x: jax.Array) -> bool:
+    """Whether node rows ``x`` are category codes (integers: ``node_inputs(..., codes=True)``) rather than
+    feature rows."""
+    return jnp.issubdtype(x.dtype, jnp.integer)
+
+
+def rows_times(x: jax.Array, w: jax.Array) -> jax.Array:
+    """``x @ w`` for feature rows ``x`` [..., F]; for category codes ``x`` [...] the rows ``w[x]`` — what
+    the one-hot of ``x`` times ``w`` is, exactly (a sum of one product and zeros), at the cost of a
+    gather instead of F multiply-adds per output (the uncapped degree one-hot is 1,459 wide on AS-733)."""
+    if is_codes(x):
+        return jnp.take(w, x, axis=0, mode="clip")
+    return x @ w
+
+
+class CodeDense(nn.Dense):
+    """``nn.Dense`` (same parameters, same names, same values) that also takes category codes: for an
+    integer ``x`` [...] it returns ``kernel[x] * scale[..., None] + bias`` — the dense layer of the one-hot
+    rows of ``x`` (scaled by ``scale``, default 1), exactly, without the one-hot. ``in_features``: the
+    one-hot width (the kernel's rows), needed for codes; feature rows use ``nn.Dense`` as it is."""
+
+    in_features: int = 0
+
+    @nn.compact
+    def __call__(self, x: jax.Array, scale: jax.Array | None = None) -> jax.Array:
+        if not is_codes(x):
+            if scale is not None:
+                x = x * scale[..., None].astype(x.dtype)
+            return super().__call__(x)
+        if self.in_features < 1:
+            raise ValueError("CodeDense needs in_features (the one-hot width) to take category codes")
+        kernel = self.param("kernel", self.kernel_init, (self.in_features, self.features), self.param_dtype)
+        dt = self.dtype or self.param_dtype
+        y = rows_times(x, kernel.astype(dt))
+        if scale is not None:
+            y = y * scale[..., None].astype(dt)
+        if self.use_bias:
+            y = y + self.param("bias", self.bias_init, (self.features,), self.param_dtype).astype(dt)
+        return y
 
 
 # ``model.remat`` (config.py) -> the ``jax.checkpoint`` policy of the time scan's body: "none" is no
@@ -230,19 +275,30 @@ def torch_linear(
     )
 
 
-def pyg_linear(features: int, name: str, dtype: DTypeLike = jnp.float32) -> nn.Dense:
+def pyg_linear(features: int, name: str, dtype: DTypeLike = jnp.float32, in_features: int = 0) -> nn.Dense:
     """``nn.Dense`` without bias, initialised as the ``Linear(..., bias=False, weight_initializer="glorot")``
-    inside PyG's ``GCNConv`` and ``ChebConv``: Glorot-uniform kernel; ``dtype``: the compute dtype."""
-    return nn.Dense(
-        features, use_bias=False, kernel_init=nn.initializers.glorot_uniform(), name=name, dtype=dtype
+    inside PyG's ``GCNConv`` and ``ChebConv``: Glorot-uniform kernel; ``dtype``: the compute dtype;
+    ``in_features`` > 0: a ``CodeDense`` of that width (it takes category codes too)."""
+    return CodeDense(
+        features,
+        use_bias=False,
+        kernel_init=nn.initializers.glorot_uniform(),
+        name=name,
+        dtype=dtype,
+        in_features=in_features,
     )
 
 
-def torch_rnn_dense(features: int, hidden: int, name: str, dtype: DTypeLike = jnp.float32) -> nn.Dense:
+def torch_rnn_dense(
+    features: int, hidden: int, name: str, dtype: DTypeLike = jnp.float32, in_features: int = 0
+) -> nn.Dense:
     """``nn.Dense`` initialised as one of ``torch.nn.GRU`` / ``LSTM``'s ``weight_*`` + ``bias_*`` pairs:
-    kernel and bias uniform in ``+-1/sqrt(hidden)``; ``dtype``: the compute dtype."""
+    kernel and bias uniform in ``+-1/sqrt(hidden)``; ``dtype``: the compute dtype; ``in_features`` > 0:
+    a ``CodeDense`` of that width (it takes category codes too)."""
     init = torch_uniform(hidden)
-    return nn.Dense(features, kernel_init=init, bias_init=init, name=name, dtype=dtype)
+    return CodeDense(
+        features, kernel_init=init, bias_init=init, name=name, dtype=dtype, in_features=in_features
+    )
 
 
 class GCNConv(nn.Module):
@@ -252,11 +308,14 @@ class GCNConv(nn.Module):
     features: int
     use_bias: bool = True
     dtype: DTypeLike = jnp.float32  # compute dtype (model.dtype)
+    in_features: int = 0  # > 0: x may be category codes [N] of this one-hot width (``CodeDense``)
 
     @nn.compact
     def __call__(self, x: jax.Array, graph: jraph.GraphsTuple) -> jax.Array:
-        """``x`` [N, F] on the edges of ``graph`` (its nodes are not read) -> [N, features] in ``dtype``."""
-        out = gcn_aggregate(graph._replace(nodes=pyg_linear(self.features, "lin", self.dtype)(x)))
+        """``x`` [N, F] (or codes [N]) on the edges of ``graph`` (its nodes are not read) -> [N, features]
+        in ``dtype``."""
+        lin = pyg_linear(self.features, "lin", self.dtype, self.in_features)
+        out = gcn_aggregate(graph._replace(nodes=lin(x)))
         if self.use_bias:
             out = out + self.param("bias", nn.initializers.zeros, (self.features,)).astype(self.dtype)
         return out
@@ -273,11 +332,13 @@ class GRUCell(nn.Module):
 
     hidden: int
     dtype: DTypeLike = jnp.float32  # compute dtype (model.dtype); h' in it
+    in_features: int = 0  # > 0: x may be category codes of this one-hot width (``CodeDense``)
 
     @nn.compact
-    def __call__(self, x: jax.Array, h: jax.Array) -> jax.Array:
+    def __call__(self, x: jax.Array, h: jax.Array, scale: jax.Array | None = None) -> jax.Array:
+        """One step from ``h``; ``x``: input rows (or codes), times ``scale`` [...] if given."""
         h = h.astype(self.dtype)
-        gi = torch_rnn_dense(3 * self.hidden, self.hidden, "ih", self.dtype)(x)
+        gi = torch_rnn_dense(3 * self.hidden, self.hidden, "ih", self.dtype, self.in_features)(x, scale)
         gh = torch_rnn_dense(3 * self.hidden, self.hidden, "hh", self.dtype)(h)
         ir, iz, i_n = jnp.split(gi, 3, axis=-1)
         hr, hz, hn = jnp.split(gh, 3, axis=-1)
