@@ -25,8 +25,10 @@ from .graph_view import flat_graph, offset_graphs
 from .layers import (
     TORCH_LINEAR_KERNEL,
     GCNConv,
+    compute_dtype,
     gcn_aggregate,
     node_inputs,
+    rows_times,
     scan_steps,
     time_scan,
     torch_linear,
@@ -39,11 +41,12 @@ class TGCNCell(nn.Module):
 
     hidden: int
     dtype: DTypeLike = jnp.float32  # compute dtype (model.dtype); h' in it
+    in_features: int = 0  # > 0: x may be category codes [N] of this one-hot width
 
     @nn.compact
     def __call__(self, x, h, graph):
         def gate(name, state):
-            conv = GCNConv(self.hidden, dtype=self.dtype, name=f"conv_{name}")
+            conv = GCNConv(self.hidden, dtype=self.dtype, in_features=self.in_features, name=f"conv_{name}")
             gate_in = jnp.concatenate([conv(x, graph), state], axis=-1)
             return torch_linear(self.hidden, 2 * self.hidden, f"linear_{name}", self.dtype)(gate_in)
 
@@ -98,13 +101,13 @@ class _FlatCell(nn.Module):
             _Params(2 * h, h, TORCH_LINEAR_KERNEL, torch_uniform(2 * h)) for _ in range(3)
         )
 
-    def convs(self, x, graph):
-        """x [R, F] on the flat graph (any number of node-time rows) -> [R, 3, H]: the z, r, h GCNs, in
-        x's dtype (the compute dtype)."""
+    def convs(self, x, graph, dtype):
+        """x [R, F] (or category codes [R]) on the flat graph (any number of node-time rows) -> [R, 3, H]:
+        the z, r, h GCNs, in ``dtype`` (the compute dtype)."""
         convs = (self.conv_z, self.conv_r, self.conv_h)
-        kernel = jnp.concatenate([c.lin.kernel for c in convs], axis=1).astype(x.dtype)
-        bias = jnp.concatenate([c.bias for c in convs]).astype(x.dtype)
-        out = gcn_aggregate(graph._replace(nodes=x @ kernel)) + bias
+        kernel = jnp.concatenate([c.lin.kernel for c in convs], axis=1).astype(dtype)
+        bias = jnp.concatenate([c.bias for c in convs]).astype(dtype)
+        out = gcn_aggregate(graph._replace(nodes=rows_times(x, kernel))) + bias
         return out.reshape(x.shape[0], 3, self.hidden)
 
     def gates(self, convs, h):
@@ -131,15 +134,19 @@ class _FlatSteps(nn.Module):
     hidden: int
     layers: int
     remat: str = "none"
+    dtype: DTypeLike = jnp.float32
+    num_features: int = 0  # the inputs' one-hot width when they are category codes
 
     @nn.compact
     def __call__(self, x, graph):
         w_len, n = x.shape[:2]
         gate_scan = time_scan(_gate_step, self.remat)
         for i in range(self.layers):
-            cell = _FlatCell(self.hidden, x.shape[-1], name=f"cell_{i}")
-            convs = cell.convs(x.reshape(w_len * n, x.shape[-1]), graph).reshape(w_len, n, 3, self.hidden)
-            _, x = gate_scan(cell, jnp.zeros((n, self.hidden), x.dtype), convs)
+            fan_in = self.num_features if x.ndim == 2 else x.shape[-1]  # codes [W, N] or rows [W, N, F]
+            cell = _FlatCell(self.hidden, fan_in, name=f"cell_{i}")
+            rows = x.reshape(w_len * n, *x.shape[2:])
+            convs = cell.convs(rows, graph, self.dtype).reshape(w_len, n, 3, self.hidden)
+            _, x = gate_scan(cell, jnp.zeros((n, self.hidden), self.dtype), convs)
         return x
 
 
@@ -147,13 +154,16 @@ class _Step(nn.Module):
     hidden: int
     layers: int
     dtype: DTypeLike = jnp.float32
+    num_features: int = 0  # the inputs' one-hot width when they are category codes
 
     @nn.compact
     def __call__(self, states, graph):
-        x = graph.nodes  # graph: this offset's GraphsTuple, nodes = the inputs
+        x = graph.nodes  # graph: this offset's GraphsTuple, nodes = the inputs (or their codes)
         new = []
         for i, h in enumerate(states):
-            x = TGCNCell(self.hidden, self.dtype, name=f"cell_{i}")(x, h, graph)
+            x = TGCNCell(self.hidden, self.dtype, self.num_features if i == 0 else 0, name=f"cell_{i}")(
+                x, h, graph
+            )
             new.append(x)
         return tuple(new), None
 
@@ -169,13 +179,22 @@ class TGCN(nn.Module):
 
     @nn.compact
     def __call__(self, batch: dict) -> jax.Array:
-        x = node_inputs(batch, self.num_features, self.dtype)
+        x = node_inputs(batch, self.num_features, self.dtype, codes=True)  # [W, N, F] or codes [W, N]
+        dt = compute_dtype(self.dtype)
         if batch["senders"].ndim == 1:  # flat layout
-            graph = flat_graph(batch, x.reshape(-1, x.shape[-1]))
-            return _FlatSteps(self.hidden, self.layers, self.remat, name="step")(x, graph)[-1]
+            graph = flat_graph(batch, x.reshape(-1, *x.shape[2:]))
+            steps = _FlatSteps(self.hidden, self.layers, self.remat, dt, self.num_features, name="step")
+            return steps(x, graph)[-1]
         n = batch["node_window"].shape[0]
-        states = tuple(jnp.zeros((n, self.hidden), x.dtype) for _ in range(self.layers))
+        states = tuple(jnp.zeros((n, self.hidden), dt) for _ in range(self.layers))
         xs = offset_graphs(batch, x)
-        step = scan_steps(_Step, remat=self.remat, hidden=self.hidden, layers=self.layers, dtype=x.dtype)
+        step = scan_steps(
+            _Step,
+            remat=self.remat,
+            hidden=self.hidden,
+            layers=self.layers,
+            dtype=dt,
+            num_features=self.num_features,
+        )
         states, _ = step(states, xs)
         return states[-1]
