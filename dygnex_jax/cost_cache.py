@@ -67,6 +67,12 @@ def machine() -> dict:
     return {"cpu": cpu, "cores": available_cores()}
 
 
+# The version of the step's program: raised when a change to the models or the step moves their time
+# per unit of work, so the profiles measured before it are not reused (2: degree one-hot inputs read as
+# codes, a row gather instead of a matmul by one-hot rows).
+STEP_PROGRAM = 2
+
+
 def signature(config, *, num_features: int, layout: str, devices: int, processes: int, platform: str) -> dict:
     """What a step's time depends on besides its padded sizes (those are the model's features)."""
     return {
@@ -80,6 +86,7 @@ def signature(config, *, num_features: int, layout: str, devices: int, processes
         "machine": machine(),
         # a retained heap makes CPU steps 1.3-1.6x faster: profiles under the other setting do not apply
         "host_malloc": config.parallel.host_malloc,
+        "program": STEP_PROGRAM,
     }
 
 

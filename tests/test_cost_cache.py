@@ -69,6 +69,18 @@ def test_the_signature_tells_models_devices_and_layouts_apart(cache):
     assert cost_cache.lookup(sig(wider))[0] is None
 
 
+def test_a_new_step_program_does_not_reuse_older_profiles(cache, monkeypatch):
+    """Profiles measured before the models' work per unit changed (cost_cache.STEP_PROGRAM) are not
+    looked up for the new program, and are found again under the old one."""
+    s = sig()
+    cost_cache.record(s, "a", *timed(0, 10, 10, 1000), 10, [1.0], [0.1, 0.1], log=lambda _: None)
+    monkeypatch.setattr(cost_cache, "STEP_PROGRAM", cost_cache.STEP_PROGRAM + 1)
+    newer = sig()
+    assert newer["program"] == s["program"] + 1
+    assert cost_cache.entry_path(newer) != cost_cache.entry_path(s)
+    assert cost_cache.lookup(newer)[0] is None and cost_cache.lookup(s)[0] is not None
+
+
 def test_resolve_auto_analytic_and_a_file(cache, tmp_path):
     config = load_config(None, ["parallel.devices=2"])
     kw = dict(window=5, num_features=7, layout="last", devices=2, processes=1, platform="cpu")
