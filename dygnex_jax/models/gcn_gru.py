@@ -84,14 +84,7 @@ class GCNGRU(nn.Module):
             return step(x, graph)
         n = batch["node_window"].shape[0]
         xs = offset_graphs(batch, x)
-        step = scan_steps(
-            _Step,
-            remat=self.remat,
-            hidden=self.hidden,
-            layers=self.layers,
-            dtype=dt,
-            act=self.act,
-            num_features=self.num_features,
-        )
+        sizes = {"hidden": self.hidden, "layers": self.layers, "num_features": self.num_features}
+        step = scan_steps(_Step, remat=self.remat, dtype=dt, act=self.act, **sizes)
         h, _ = step(jnp.zeros((n, self.hidden), dt), xs)
         return h

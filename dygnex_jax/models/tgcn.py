@@ -188,13 +188,7 @@ class TGCN(nn.Module):
         n = batch["node_window"].shape[0]
         states = tuple(jnp.zeros((n, self.hidden), dt) for _ in range(self.layers))
         xs = offset_graphs(batch, x)
-        step = scan_steps(
-            _Step,
-            remat=self.remat,
-            hidden=self.hidden,
-            layers=self.layers,
-            dtype=dt,
-            num_features=self.num_features,
-        )
+        sizes = {"hidden": self.hidden, "layers": self.layers, "num_features": self.num_features}
+        step = scan_steps(_Step, remat=self.remat, dtype=dt, **sizes)
         states, _ = step(states, xs)
         return states[-1]
