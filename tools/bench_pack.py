@@ -19,7 +19,6 @@ import hashlib
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -64,19 +63,12 @@ def run_side(tree: Path, args) -> dict:
     argv += [a for o in args.override for a in ("--override", o)]
     env = {
         **os.environ,
-        "PYTHONPATH": str(tree),
         "XLA_FLAGS": f"--xla_force_host_platform_device_count={args.devices}",
         "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu"),
     }
-    proc = subprocess.run(argv, cwd=tree, env=env, capture_output=True, text=True, check=False)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(MARK)]
-    if proc.returncode != 0 or not lines:
-        last = (proc.stderr.strip().splitlines() or ["no output"])[-1].removeprefix("error: ")
-        raise UserError(f"packing with {tree} failed (exit {proc.returncode}): {last}")
-    out = json.loads(lines[-1][len(MARK) :])
-    if not Path(out["imported_from"]).is_relative_to(tree.resolve() / "dygnex_jax"):  # as bench_step checks
-        raise UserError(f"dygnex_jax came from {out['imported_from']}, not {tree}: check the checkout")
-    return out
+    from dygnex_jax.research.ab_runs import run_worker  # the driver's alone: a worker may run an older tree
+
+    return run_worker(tree, argv, env, MARK, "packing")
 
 
 def main(argv=None) -> dict | None:
@@ -98,12 +90,12 @@ def main(argv=None) -> dict | None:
         except UserError as e:
             raise SystemExit(f"error: {e}") from None
         return None
-    if not args.ref or not (Path(args.ref) / "dygnex_jax").is_dir():
-        raise UserError(f"--ref {args.ref!r} is not a dygnex_jax checkout: give e.g. a git worktree")
-    trees = {"ref": Path(args.ref).resolve(), "this": REPO}
+    from dygnex_jax.research.ab_runs import reference_tree, side_order
+
+    trees = {"ref": reference_tree(args.ref), "this": REPO}
     runs: dict[str, list] = {"ref": [], "this": []}
     for r in range(args.rounds):
-        for side in ("ref", "this") if r % 2 == 0 else ("this", "ref"):
+        for side in side_order(r):
             res = run_side(trees[side], args)
             runs[side].append(res)
             print(

@@ -32,13 +32,13 @@ import json
 import os
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from dygnex_jax.errors import ArgumentParser
+from dygnex_jax.errors import ArgumentParser, run_tool
+from dygnex_jax.files import atomic_write_text
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = REPO / "configs" / "egcn_o_bitcoin_otc.yaml"
@@ -135,24 +135,19 @@ def run_worker(tree: Path, case: str, args, env: dict) -> dict:
         str(args.warmup),
         *[a for o in args.override for a in ("--override", o)],
     ]
+    from dygnex_jax.research import ab_runs  # the driver's alone: a worker may run an older tree
+
     load_before = os.getloadavg()[0]
-    proc = subprocess.run(
-        argv, cwd=tree, env={**env, "PYTHONPATH": str(tree)}, capture_output=True, text=True, check=False
-    )
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(MARK)]
-    if proc.returncode != 0 or not lines:
-        raise SystemExit(f"{case} with {tree} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
-    out = json.loads(lines[-1][len(MARK) :])
+    out = ab_runs.run_worker(tree, argv, env, MARK, case)
     out["loadavg_before"] = load_before
-    want = tree.resolve() / "dygnex_jax"
-    if not all(Path(f).is_relative_to(want) for f in out["imported_from"]):
-        raise SystemExit(f"{case}: dygnex_jax came from {out['imported_from']}, not {want}")
     return out
 
 
 def compare(args) -> dict:
     """Alternate the two checkouts over ``args.rounds`` rounds for every case; figures per side."""
-    trees = {"ref": Path(args.ref).resolve(), "this": REPO}
+    from dygnex_jax.research import ab_runs
+
+    trees = {"ref": ab_runs.reference_tree(args.ref), "this": REPO}
     env = {
         **os.environ,
         "DYGNEX_DATA": os.environ.get("DYGNEX_DATA", str(REPO.parent / "shared" / "datasets")),
@@ -164,9 +159,8 @@ def compare(args) -> dict:
     rounds: dict[str, dict[str, list]] = {c: {"ref": [], "this": []} for c in args.cases}
     try:
         for r in range(args.rounds):
-            order = ("ref", "this") if r % 2 == 0 else ("this", "ref")
             for case in args.cases:
-                for side in order:
+                for side in ab_runs.side_order(r):
                     res = run_worker(trees[side], case, args, env)
                     rounds[case][side].append(res)
                     print(
@@ -255,9 +249,9 @@ def main(argv=None) -> None:
     print(table(result))
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(result, indent=1))
+        atomic_write_text(Path(args.json), json.dumps(result, indent=1))
         print(f"wrote {args.json}")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_tool(lambda: main() or 0))
