@@ -1,5 +1,5 @@
 """Degree one-hot inputs read as codes (layers.node_inputs(codes=True), CodeDense, rows_times): the models
-that take them (EGCN-H, EGCN-O, GCN-GRU, T-GCN) give, from the categories ``feat``, the embeddings of the same
+that take them (EGCN-H, EGCN-O, GCN-GRU, T-GCN, GC-LSTM) give, from the categories ``feat``, the embeddings of the same
 batch whose inputs are the one-hot rows themselves (``x``) — bit for bit where the one-hot rows are plain
 (a one-hot row times a matrix is one product and exact zeros), within float32 rounding for EGCN-H's pooled
 rows scaled by their scores (the compiler may fuse the scale and the bias add into one rounding) — and the
@@ -26,6 +26,7 @@ CASES = [
     ("gcn_gru", [], "flat"),
     ("tgcn", [], "scan"),
     ("tgcn", ["model.layers=2"], "flat"),
+    ("gc_lstm", ["model.layers=2"], "scan"),
 ]
 
 

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 from jax.typing import DTypeLike
 
-from .layers import ChebConv, GraphLSTMEncoder
+from .layers import ChebConv, GraphLSTMEncoder, is_codes, rows_times
 
 
 class GCLSTMCell(nn.Module):
@@ -23,17 +23,20 @@ class GCLSTMCell(nn.Module):
     hidden: int
     k: int = 2
     dtype: DTypeLike = jnp.float32  # compute dtype (model.dtype); h', c' in it
+    in_features: int = 0  # > 0: x may be category codes [N] of this one-hot width
 
     @nn.compact
     def __call__(self, x, state, graph):
         h, c = state
         glorot = nn.initializers.glorot_uniform()
+        fan_in = self.in_features if is_codes(x) else x.shape[-1]
+        x = x if is_codes(x) else x.astype(self.dtype)
 
         def pre(gate):
-            w = self.param(f"W_{gate}", glorot, (x.shape[-1], self.hidden)).astype(self.dtype)
+            w = self.param(f"W_{gate}", glorot, (fan_in, self.hidden)).astype(self.dtype)
             b = self.param(f"b_{gate}", nn.initializers.zeros, (self.hidden,)).astype(self.dtype)
             conv = ChebConv(self.hidden, self.k, dtype=self.dtype, name=f"conv_{gate}")
-            return x.astype(self.dtype) @ w + conv(h, graph) + b
+            return rows_times(x, w) + conv(h, graph) + b
 
         i = jax.nn.sigmoid(pre("i"))
         f = jax.nn.sigmoid(pre("f"))
@@ -46,3 +49,4 @@ class GCLSTM(GraphLSTMEncoder):
     """Encoder: packed batch -> node embeddings [N, hidden] (last cell's H at the last history snapshot)."""
 
     cell = GCLSTMCell
+    takes_codes = True  # the input transform is dense: one-hot degree inputs read as codes

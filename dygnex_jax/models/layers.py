@@ -401,13 +401,15 @@ class _LSTMStackStep(nn.Module):
     layers: int
     k: int
     dtype: DTypeLike = jnp.float32
+    num_features: int = 0  # > 0: the inputs are category codes of this one-hot width (cell 0 reads them)
 
     @nn.compact
     def __call__(self, states, graph):
         x = graph.nodes
         new = []
         for i, state in enumerate(states):
-            h, c = self.cell(self.hidden, self.k, self.dtype, name=f"cell_{i}")(x, state, graph)
+            width = {"in_features": self.num_features} if i == 0 and self.num_features else {}
+            h, c = self.cell(self.hidden, self.k, self.dtype, name=f"cell_{i}", **width)(x, state, graph)
             new.append((h, c))
             x = h
         return tuple(new), None
@@ -424,12 +426,14 @@ class GraphLSTMEncoder(nn.Module):
     remat: str = "none"  # model.remat: rematerialise the time scan's body (``time_scan``)
     dtype: str = "float32"  # model.dtype: the activations' dtype (``compute_dtype``)
     cell = None  # a class attribute of the subclass, not a field
+    takes_codes = False  # class attribute: the cell's input transform reads category codes (``rows_times``)
 
     @nn.compact
     def __call__(self, batch: dict) -> jax.Array:
         n = batch["node_window"].shape[0]
-        x = node_inputs(batch, self.num_features, self.dtype)
-        zeros = jnp.zeros((n, self.hidden), x.dtype)
+        x = node_inputs(batch, self.num_features, self.dtype, codes=self.takes_codes)
+        dt = compute_dtype(self.dtype)
+        zeros = jnp.zeros((n, self.hidden), dt)
         states = tuple((zeros, zeros) for _ in range(self.layers))
         xs = offset_graphs(batch, x)
         step = scan_steps(
@@ -439,7 +443,8 @@ class GraphLSTMEncoder(nn.Module):
             hidden=self.hidden,
             layers=self.layers,
             k=self.cheb_k,
-            dtype=x.dtype,
+            dtype=dt,
+            num_features=self.num_features if self.takes_codes else 0,
         )
         states, _ = step(states, xs)
         return states[-1][0]
