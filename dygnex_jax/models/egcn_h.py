@@ -53,17 +53,6 @@ def window_topk_index(
     return order[jnp.minimum(pos, n - 1)], ranks[None, :] < totals[:, None]
 
 
-def window_topk(
-    x: jax.Array, score: jax.Array, node_window: jax.Array, node_count: jax.Array, num_slots: int, k: int
-) -> jax.Array:
-    """Top-k pooled rows per window slot (``window_topk_index``): [num_slots, k, F] ``x * score`` of the k
-    highest-scoring nodes of every slot in descending score order, zero rows where a slot has fewer than k
-    nodes. x [N, F]; the other arguments as ``window_topk_index``'s."""
-    idx, keep = window_topk_index(score, node_window, node_count, num_slots, k)
-    rows = x[idx] * score[idx][..., None].astype(x.dtype)
-    return jnp.where(keep[..., None], rows, 0.0)
-
-
 def _uniform(bound: float):
     return lambda key, shape, dtype=jnp.float32: jax.random.uniform(key, shape, dtype, -bound, bound)
 
@@ -84,15 +73,14 @@ class _Step(nn.Module):
             p = self.param(f"pool_{i}", _uniform(fan_in**-0.5), (fan_in,))  # PyG's TopKPooling init
             # scores in float32 whatever h's dtype: bfloat16 would tie nodes the top-k must order
             score = jnp.tanh(rows_times(h if is_codes(h) else h.astype(jnp.float32), p) / jnp.linalg.norm(p))
+            # the pooled rows [S, in, in]: the top-k rows (or codes) times their scores, zero past a slot's nodes
+            idx, keep = window_topk_index(score, node_window, node_count, slots, fan_in)
             gru = GRUCell(self.dims[i + 1], self.dtype, fan_in, name=f"evolve_{i}")
-            if is_codes(h):  # the pooled one-hot rows [S, in, in] as their codes and scores
-                idx, keep = window_topk_index(score, node_window, node_count, slots, fan_in)
-                w = gru(h[idx], w, jnp.where(keep, score[idx], 0.0))  # [S, in, out]
-                hw = w[node_window, h]  # the one-hot rows times their slot's weights: a gather
-            else:
-                pooled = window_topk(h, score, node_window, node_count, slots, fan_in)  # [S, in, in]
-                w = gru(pooled, w)  # [S, in, out]
-                hw = jax.lax.ragged_dot(h, w, graph.n_node)  # every window slot (graph) by its own weights
+            w = gru(h[idx], w, jnp.where(keep, score[idx], 0.0))  # [S, in, out]
+            if is_codes(h):  # the one-hot rows times their slot's weights: a gather
+                hw = w[node_window, h]
+            else:  # every window slot (graph) by its own weights
+                hw = jax.lax.ragged_dot(h, w, graph.n_node)
             new_weights.append(w)
             h = activation(self.act)(gcn_aggregate(graph._replace(nodes=hw)))
         return (tuple(new_weights), h), None

@@ -27,6 +27,7 @@ from .layers import (
     GCNConv,
     compute_dtype,
     gcn_aggregate,
+    is_codes,
     node_inputs,
     rows_times,
     scan_steps,
@@ -142,7 +143,7 @@ class _FlatSteps(nn.Module):
         w_len, n = x.shape[:2]
         gate_scan = time_scan(_gate_step, self.remat)
         for i in range(self.layers):
-            fan_in = self.num_features if x.ndim == 2 else x.shape[-1]  # codes [W, N] or rows [W, N, F]
+            fan_in = self.num_features if is_codes(x) else x.shape[-1]  # codes [W, N] or rows [W, N, F]
             cell = _FlatCell(self.hidden, fan_in, name=f"cell_{i}")
             rows = x.reshape(w_len * n, *x.shape[2:])
             convs = cell.convs(rows, graph, self.dtype).reshape(w_len, n, 3, self.hidden)
