@@ -6,8 +6,10 @@ width, PyG-Temporal's ``ratio = in_channels / num_nodes``), in descending score 
 ``X~ = X[top] * y[top]`` [k, in]; ``Q' = GRU(X~, Q)`` with ``torch.nn.GRU``'s gates over the rows of
 Q [in, out]; ``H = GCN(X, Q')``. ReLU after every layer (the paper: RReLU).
 
-Pooling is per window: each packed window slot evolves its own weights (``[K+1, in, out]``, slot K for
-the padding nodes), and the node matmul is a ``ragged_dot`` over the window-contiguous nodes. A window's
+Pooling is per window: each of the K packed window slots evolves its own weights (``[K, in, out]``), and
+the node matmul is a ``ragged_dot`` over the window-contiguous nodes. The padding nodes (slot K, no edge
+to a window's node) borrow slot K-1's weights instead of evolving their own: their embeddings are never
+read, and a GRU of [in, out] rows per slot is the largest cost of an EGCN-H step at one window a device. A window's
 background node stands for ``node_count`` inactive nodes, all with the same embedding, and fills that
 many top-k slots, so the pooled rows are those of the full graph. The weights restart from the learned
 initial matrices in every window (EvolveGCN's protocol; PyG-Temporal keeps them across calls).
@@ -66,7 +68,7 @@ class _Step(nn.Module):
     def __call__(self, carry, xs):
         weights, _ = carry
         graph, node_window, node_count = xs  # graph: this offset's GraphsTuple, n_node = window_sizes
-        h, slots = graph.nodes, graph.n_node.shape[0]
+        h, real = graph.nodes, graph.n_node.shape[0] - 1  # the K window slots; slot K: the padding nodes
         new_weights = []
         for i, w in enumerate(weights):
             fan_in = self.dims[i]
@@ -74,13 +76,14 @@ class _Step(nn.Module):
             # scores in float32 whatever h's dtype: bfloat16 would tie nodes the top-k must order
             score = jnp.tanh(rows_times(h if is_codes(h) else h.astype(jnp.float32), p) / jnp.linalg.norm(p))
             # the pooled rows [S, in, in]: the top-k rows (or codes) times their scores, zero past a slot's nodes
-            idx, keep = window_topk_index(score, node_window, node_count, slots, fan_in)
+            idx, keep = window_topk_index(score, node_window, node_count, real, fan_in)
             gru = GRUCell(self.dims[i + 1], self.dtype, fan_in, name=f"evolve_{i}")
-            w = gru(h[idx], w, jnp.where(keep, score[idx], 0.0))  # [S, in, out]
+            w = gru(h[idx], w, jnp.where(keep, score[idx], 0.0))  # [K, in, out]
+            w_nodes = jnp.concatenate([w, w[-1:]])  # [K+1, in, out]: the padding nodes borrow slot K-1's
             if is_codes(h):  # the one-hot rows times their slot's weights: a gather
-                hw = w[node_window, h]
+                hw = w_nodes[node_window, h]
             else:  # every window slot (graph) by its own weights
-                hw = jax.lax.ragged_dot(h, w, graph.n_node)
+                hw = jax.lax.ragged_dot(h, w_nodes, graph.n_node)
             new_weights.append(w)
             h = activation(self.act)(gcn_aggregate(graph._replace(nodes=hw)))
         return (tuple(new_weights), h), None
@@ -102,7 +105,7 @@ class EvolveGCNH(nn.Module):
         dt = compute_dtype(self.dtype)
         dims = (self.num_features,) + (self.hidden,) * self.layers
         n = batch["node_window"].shape[0]
-        slots = batch["window_sizes"].shape[0]
+        slots = batch["window_sizes"].shape[0] - 1  # the window slots; the padding nodes evolve no weights
         init = nn.initializers.glorot_uniform()
         weights = tuple(
             jnp.broadcast_to(
