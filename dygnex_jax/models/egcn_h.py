@@ -9,7 +9,9 @@ Q [in, out]; ``H = GCN(X, Q')``. ReLU after every layer (the paper: RReLU).
 Pooling is per window: each of the K packed window slots evolves its own weights (``[K, in, out]``), and
 the node matmul is a ``ragged_dot`` over the window-contiguous nodes. The padding nodes (slot K, no edge
 to a window's node) borrow slot K-1's weights instead of evolving their own: their embeddings are never
-read, and a GRU of [in, out] rows per slot is the largest cost of an EGCN-H step at one window a device. A window's
+read, and a GRU of [in, out] rows per slot is the largest cost of an EGCN-H step at one window a device;
+they join slot K-1's group of the ``ragged_dot`` (K groups, not K + 1: its lowering on CPU and GPU is one
+masked dense product per group). A window's
 background node stands for ``node_count`` inactive nodes, all with the same embedding, and fills that
 many top-k slots, so the pooled rows are those of the full graph. The weights restart from the learned
 initial matrices in every window (EvolveGCN's protocol; PyG-Temporal keeps them across calls).
@@ -69,21 +71,24 @@ class _Step(nn.Module):
         weights, _ = carry
         graph, node_window, node_count = xs  # graph: this offset's GraphsTuple, n_node = window_sizes
         h, real = graph.nodes, graph.n_node.shape[0] - 1  # the K window slots; slot K: the padding nodes
+        # the padding nodes (last in the node order) use slot K-1's weights: K groups for the ragged_dot,
+        # whose CPU/GPU lowering is a masked dense product per group (K + 1 groups cost K + 1 products)
+        groups = graph.n_node[:-1].at[-1].add(graph.n_node[-1])
+        node_slot = jnp.minimum(node_window, real - 1)
         new_weights = []
         for i, w in enumerate(weights):
             fan_in = self.dims[i]
             p = self.param(f"pool_{i}", _uniform(fan_in**-0.5), (fan_in,))  # PyG's TopKPooling init
             # scores in float32 whatever h's dtype: bfloat16 would tie nodes the top-k must order
             score = jnp.tanh(rows_times(h if is_codes(h) else h.astype(jnp.float32), p) / jnp.linalg.norm(p))
-            # the pooled rows [S, in, in]: the top-k rows (or codes) times their scores, zero past a slot's nodes
+            # the pooled rows [K, in, in]: the top-k rows (or codes) times their scores, zero past a slot's nodes
             idx, keep = window_topk_index(score, node_window, node_count, real, fan_in)
             gru = GRUCell(self.dims[i + 1], self.dtype, fan_in, name=f"evolve_{i}")
             w = gru(h[idx], w, jnp.where(keep, score[idx], 0.0))  # [K, in, out]
-            w_nodes = jnp.concatenate([w, w[-1:]])  # [K+1, in, out]: the padding nodes borrow slot K-1's
             if is_codes(h):  # the one-hot rows times their slot's weights: a gather
-                hw = w_nodes[node_window, h]
+                hw = w[node_slot, h]
             else:  # every window slot (graph) by its own weights
-                hw = jax.lax.ragged_dot(h, w_nodes, graph.n_node)
+                hw = jax.lax.ragged_dot(h, w, groups)
             new_weights.append(w)
             h = activation(self.act)(gcn_aggregate(graph._replace(nodes=hw)))
         return (tuple(new_weights), h), None
