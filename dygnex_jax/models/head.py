@@ -68,8 +68,8 @@ def _pair_logits(
     The output layer runs as one matrix-vector product per logit, not as a [C, hidden] @ [hidden, 2]
     matmul: the transpose of a matrix-vector product is an outer product (a fused broadcast multiply),
     where the matmul's backward is a [C, 2] @ [2, hidden] product that XLA's CPU dot runs slowly. Same
-    values up to float32 summation order; the head's forward and backward at AS-733's 2.4M pairs a step
-    (hidden 113) about 2x faster on 2 CPU cores (README, What a step pays)."""
+    values up to float32 summation order; AS-733's EGCN-O step under IBM's protocol (2.4M pairs, hidden
+    113) 0.80x the time on 2 CPU cores (README, What a step pays)."""
     r = jax.nn.relu(a[ends[:, 0]] + b[ends[:, 1]])
     return jnp.stack([r @ kernel[:, j] for j in range(kernel.shape[1])], axis=-1) + bias
 
