@@ -61,16 +61,16 @@ def head_chunk(setting: int, backend: str) -> int:
 
 
 def _pair_logits(
-    a: jax.Array, b: jax.Array, kernel: jax.Array, bias: jax.Array, ends: jax.Array
+    a: jax.Array, b: jax.Array, kernel: jax.Array, bias: jax.Array, src: jax.Array, dst: jax.Array
 ) -> jax.Array:
-    """Logits [C, 2] of the pairs ``ends`` [C, 2] from the per-node halves a, b [N, hidden].
+    """Logits [C, 2] of the pairs (src, dst) [C] from the per-node halves a, b [N, hidden].
 
     The output layer runs as one matrix-vector product per logit, not as a [C, hidden] @ [hidden, 2]
     matmul: the transpose of a matrix-vector product is an outer product (a fused broadcast multiply),
     where the matmul's backward is a [C, 2] @ [2, hidden] product that XLA's CPU dot runs slowly. Same
     values up to float32 summation order; AS-733's EGCN-O step under IBM's protocol (2.4M pairs, hidden
     113) 0.80x the time on 2 CPU cores (README, What a step pays)."""
-    r = jax.nn.relu(a[ends[:, 0]] + b[ends[:, 1]])
+    r = jax.nn.relu(a[src] + b[dst])
     return jnp.stack([r @ kernel[:, j] for j in range(kernel.shape[1])], axis=-1) + bias
 
 
@@ -92,11 +92,11 @@ class LinkHead(nn.Module):
         dt = compute_dtype(self.dtype)
         a, b = _SplitDense(self.hidden, name="hidden")(h.astype(dt))
         kernel, bias = (p.astype(dt) for p in _LinearParams(2, self.hidden, name="out")())
-        ends = jnp.stack([src, dst], axis=1)
         if not 0 < self.chunk < src.shape[0]:
-            return _pair_logits(a, b, kernel, bias, ends).astype(jnp.float32)
+            return _pair_logits(a, b, kernel, bias, src, dst).astype(jnp.float32)
+        ends = jnp.stack([src, dst], axis=1)
         logits = jax.checkpoint(_pair_logits)
-        out = jax.lax.map(lambda e: logits(a, b, kernel, bias, e[None])[0], ends, batch_size=self.chunk)
+        out = jax.lax.map(lambda e: logits(a, b, kernel, bias, e[:1], e[1:])[0], ends, batch_size=self.chunk)
         return out.astype(jnp.float32)
 
 
