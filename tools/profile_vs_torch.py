@@ -5,10 +5,12 @@ step's node rows — forward ``x @ W`` and the weight gradient ``x.T @ g`` (cont
 XLA and in torch.
 
     python tools/profile_vs_torch.py --config configs/egcn_o_uci.yaml model.name=tgcn model.egcn_gru=rows
+    python tools/profile_vs_torch.py --json runs/profile.json model.name=gcrn_gru   # the figures as JSON too
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -20,6 +22,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from dygnex_jax.errors import ArgumentParser  # noqa: E402
+from dygnex_jax.files import atomic_write_text  # noqa: E402
 
 
 def cpu_seconds(fn, repeat: int) -> float:
@@ -44,6 +47,7 @@ def main(argv=None) -> int:
     p.add_argument("--config", default="configs/egcn_o_uci.yaml")
     p.add_argument("--windows", type=int, nargs=2, default=[40, 48], help="training window range [lo, hi)")
     p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--json", help="also write the figures here (with the load average and the checkout)")
     p.add_argument("overrides", nargs="*")
     a = p.parse_args(argv)
     torch.set_num_threads(1)
@@ -93,9 +97,30 @@ def main(argv=None) -> int:
         f"ours x.T @ g [{f_in},{n}]x[{n},{h}]": lambda: jax.block_until_ready(wgrad_mm(xj, gj)),
         "torch x.T @ g": lambda: xt.T @ gt,
     }
+    load = os.getloadavg()[0]
+    seconds = {}
     for name, fn in rows.items():
-        print(f"{name:40s} {cpu_seconds(fn, a.repeat):.5f} CPU s")
+        seconds[name] = cpu_seconds(fn, a.repeat)
+        print(f"{name:40s} {seconds[name]:.5f} CPU s")
+    if a.json:
+        write_json(a, budget, seconds, load)
     return 0
+
+
+def write_json(a, budget, seconds: dict, load: float) -> None:
+    """The figures, the step's budget, the load before / after and the checkout measured."""
+    import dygnex_jax.train
+
+    out = {
+        "config": a.config,
+        "overrides": a.overrides,
+        "windows": a.windows,
+        "budget": list(budget.as_tuple()),
+        "cpu_seconds": seconds,
+        "load_average": [load, os.getloadavg()[0]],
+        "dygnex_jax": os.path.dirname(os.path.dirname(dygnex_jax.train.__file__)),
+    }
+    atomic_write_text(a.json, json.dumps(out, indent=1) + "\n")
 
 
 if __name__ == "__main__":

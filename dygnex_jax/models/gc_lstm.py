@@ -13,7 +13,8 @@ import jax
 import jax.numpy as jnp
 from jax.typing import DTypeLike
 
-from .layers import ChebConv, GraphLSTMEncoder, is_codes, rows_times
+from .cheb import ChebParams, cheb_convs
+from .layers import GraphLSTMEncoder, is_codes, rows_times
 
 
 class GCLSTMCell(nn.Module):
@@ -27,21 +28,27 @@ class GCLSTMCell(nn.Module):
 
     @nn.compact
     def __call__(self, x, state, graph):
+        """Per gate ``W_g``, ``b_g`` and a ``ChebConv`` ``conv_g`` of ``h``, run fused: one product of ``x``
+        (or one row gather of its codes) with the four ``W`` side by side, one of the four convolutions."""
         h, c = state
         glorot = nn.initializers.glorot_uniform()
         fan_in = self.in_features if is_codes(x) else x.shape[-1]
         x = x if is_codes(x) else x.astype(self.dtype)
-
-        def pre(gate):
-            w = self.param(f"W_{gate}", glorot, (fan_in, self.hidden)).astype(self.dtype)
-            b = self.param(f"b_{gate}", nn.initializers.zeros, (self.hidden,)).astype(self.dtype)
-            conv = ChebConv(self.hidden, self.k, dtype=self.dtype, name=f"conv_{gate}")
-            return rows_times(x, w) + conv(h, graph) + b
-
-        i = jax.nn.sigmoid(pre("i"))
-        f = jax.nn.sigmoid(pre("f"))
-        c = f * c + i * jnp.tanh(pre("c"))
-        o = jax.nn.sigmoid(pre("o"))
+        gates = ("i", "f", "c", "o")
+        w, b, p = [], [], []
+        for g in gates:  # the parameters in the order the unfused cell created them
+            w.append(self.param(f"W_{g}", glorot, (fan_in, self.hidden)))
+            b.append(self.param(f"b_{g}", nn.initializers.zeros, (self.hidden,)))
+            p.append(ChebParams(self.hidden, self.hidden, self.k, name=f"conv_{g}")())
+        dense = rows_times(x, jnp.concatenate(w, axis=1).astype(self.dtype)) + jnp.concatenate(b).astype(
+            self.dtype
+        )
+        convs = cheb_convs(h, graph, p, self.k, dtype=self.dtype)
+        pre = {g: d + cv for g, d, cv in zip(gates, jnp.split(dense, 4, axis=-1), convs)}
+        i = jax.nn.sigmoid(pre["i"])
+        f = jax.nn.sigmoid(pre["f"])
+        c = f * c + i * jnp.tanh(pre["c"])
+        o = jax.nn.sigmoid(pre["o"])
         return o * jnp.tanh(c), c
 
 

@@ -13,7 +13,8 @@ import jax
 import jax.numpy as jnp
 from jax.typing import DTypeLike
 
-from .layers import ChebConv, GraphLSTMEncoder
+from .cheb import ChebParams, cheb_convs
+from .layers import GraphLSTMEncoder
 
 
 class GConvLSTMCell(nn.Module):
@@ -26,24 +27,25 @@ class GConvLSTMCell(nn.Module):
 
     @nn.compact
     def __call__(self, x, state, graph):
+        """One ``ChebConv`` per gate and input (``x_i``, ``h_i``, ..., ``x_o``, ``h_o``), run fused: the four
+        of ``x`` as one, the four of ``h`` as one."""
         h, c = state
         glorot = nn.initializers.glorot_uniform()
-
-        def conv(gate):
-            x_conv = ChebConv(self.hidden, self.k, dtype=self.dtype, name=f"x_{gate}")
-            h_conv = ChebConv(self.hidden, self.k, dtype=self.dtype, name=f"h_{gate}")
-            return x_conv(x, graph) + h_conv(h, graph)
-
-        def peep(gate):
-            return self.param(f"w_c_{gate}", glorot, (1, self.hidden))[0].astype(self.dtype)
-
-        def bias(gate):
-            return self.param(f"b_{gate}", nn.initializers.zeros, (self.hidden,)).astype(self.dtype)
-
-        i = jax.nn.sigmoid(conv("i") + peep("i") * c + bias("i"))
-        f = jax.nn.sigmoid(conv("f") + peep("f") * c + bias("f"))
-        c = f * c + i * jnp.tanh(conv("c") + bias("c"))
-        o = jax.nn.sigmoid(conv("o") + peep("o") * c + bias("o"))
+        gates = ("i", "f", "c", "o")
+        p, peep, bias = {}, {}, {}
+        for g in gates:  # the parameters in the order the unfused cell created them
+            p[f"x_{g}"] = ChebParams(x.shape[-1], self.hidden, self.k, name=f"x_{g}")()
+            p[f"h_{g}"] = ChebParams(self.hidden, self.hidden, self.k, name=f"h_{g}")()
+            if g != "c":
+                peep[g] = self.param(f"w_c_{g}", glorot, (1, self.hidden))[0].astype(self.dtype)
+            bias[g] = self.param(f"b_{g}", nn.initializers.zeros, (self.hidden,)).astype(self.dtype)
+        xs = cheb_convs(x, graph, [p[f"x_{g}"] for g in gates], self.k, dtype=self.dtype)
+        hs = cheb_convs(h, graph, [p[f"h_{g}"] for g in gates], self.k, dtype=self.dtype)
+        conv = {g: a + b for g, a, b in zip(gates, xs, hs)}
+        i = jax.nn.sigmoid(conv["i"] + peep["i"] * c + bias["i"])
+        f = jax.nn.sigmoid(conv["f"] + peep["f"] * c + bias["f"])
+        c = f * c + i * jnp.tanh(conv["c"] + bias["c"])
+        o = jax.nn.sigmoid(conv["o"] + peep["o"] * c + bias["o"])
         return o * jnp.tanh(c), c
 
 

@@ -14,8 +14,9 @@ import jax
 import jax.numpy as jnp
 from jax.typing import DTypeLike
 
+from .cheb import ChebParams, cheb_convs
 from .graph_view import offset_graphs
-from .layers import LOCAL, ChebConv, Comm, compute_dtype, node_inputs, time_scan
+from .layers import LOCAL, Comm, compute_dtype, node_inputs, time_scan
 
 
 class GConvGRUCell(nn.Module):
@@ -28,12 +29,23 @@ class GConvGRUCell(nn.Module):
 
     @nn.compact
     def __call__(self, x, h, graph):
-        def conv(name, v):
-            return ChebConv(self.hidden, self.k, self.comm, self.dtype, name=name)(v, graph)
+        """One ``ChebConv`` per gate and input (``x_z``, ``h_z``, ``x_r``, ``h_r``, ``x_h``, ``h_h``), run
+        fused: the three of ``x`` as one, ``h_z`` and ``h_r`` as one, ``h_h`` (of ``h * r``) alone."""
+        fan = {"x": x.shape[-1], "h": self.hidden}
+        p = {
+            f"{v}_{g}": ChebParams(fan[v], self.hidden, self.k, name=f"{v}_{g}")()
+            for g in ("z", "r", "h")
+            for v in ("x", "h")
+        }
 
-        z = jax.nn.sigmoid(conv("x_z", x) + conv("h_z", h))
-        r = jax.nn.sigmoid(conv("x_r", x) + conv("h_r", h))
-        h_tilde = jnp.tanh(conv("x_h", x) + conv("h_h", h * r))
+        def convs(v, names):
+            return cheb_convs(v, graph, [p[n] for n in names], self.k, self.comm, self.dtype)
+
+        x_z, x_r, x_h = convs(x, ("x_z", "x_r", "x_h"))
+        h_z, h_r = convs(h, ("h_z", "h_r"))
+        z = jax.nn.sigmoid(x_z + h_z)
+        r = jax.nn.sigmoid(x_r + h_r)
+        h_tilde = jnp.tanh(x_h + convs(h * r, ("h_h",))[0])
         return z * h + (1.0 - z) * h_tilde
 
 

@@ -128,29 +128,6 @@ def scaled_laplacian(graph: jraph.GraphsTuple, comm: Comm = LOCAL) -> jax.Array:
     return _segment_sum(h_all[senders] * coef.astype(h.dtype)[:, None], receivers, h.shape[0])
 
 
-class ChebConv(nn.Module):
-    """Chebyshev graph convolution of order K: ``sum_k T_k(L_hat) x Theta_k + b`` (Defferrard et al.)."""
-
-    features: int
-    k: int = 2
-    comm: Comm = LOCAL
-    dtype: DTypeLike = jnp.float32  # compute dtype (model.dtype)
-
-    @nn.compact
-    def __call__(self, x: jax.Array, graph: jraph.GraphsTuple) -> jax.Array:
-        """``x`` [N, F] on the edges of ``graph`` (its nodes are not read) -> [N, features] in ``dtype``."""
-        tx0 = x = x.astype(self.dtype)
-        out = pyg_linear(self.features, "lin_0", self.dtype)(tx0)
-        if self.k > 1:
-            tx1 = scaled_laplacian(graph._replace(nodes=x), self.comm)
-            out = out + pyg_linear(self.features, "lin_1", self.dtype)(tx1)
-            for i in range(2, self.k):
-                tx2 = 2.0 * scaled_laplacian(graph._replace(nodes=tx1), self.comm) - tx0
-                out = out + pyg_linear(self.features, f"lin_{i}", self.dtype)(tx2)
-                tx0, tx1 = tx1, tx2
-        return out + self.param("bias", nn.initializers.zeros, (self.features,)).astype(self.dtype)
-
-
 def node_inputs(batch: dict, num_features: int, dtype: str = "float32", codes: bool = False) -> jax.Array:
     """[W, N, F] node inputs of a packed batch in the compute dtype ``dtype`` (``model.dtype``, checked
     here: every encoder's entry): ``batch["x"]`` when the task has real-valued features, else the
