@@ -40,9 +40,8 @@ class GCLSTMCell(nn.Module):
             w.append(self.param(f"W_{g}", glorot, (fan_in, self.hidden)))
             b.append(self.param(f"b_{g}", nn.initializers.zeros, (self.hidden,)))
             p.append(ChebParams(self.hidden, self.hidden, self.k, name=f"conv_{g}")())
-        dense = rows_times(x, jnp.concatenate(w, axis=1).astype(self.dtype)) + jnp.concatenate(b).astype(
-            self.dtype
-        )
+        kernel = jnp.concatenate(w, axis=1).astype(self.dtype)
+        dense = rows_times(x, kernel) + jnp.concatenate(b).astype(self.dtype)
         convs = cheb_convs(h, graph, p, self.k, dtype=self.dtype)
         pre = {g: d + cv for g, d, cv in zip(gates, jnp.split(dense, 4, axis=-1), convs)}
         i = jax.nn.sigmoid(pre["i"])
