@@ -69,8 +69,9 @@ def machine() -> dict:
 
 # The version of the step's program: raised when a change to the models or the step moves their time
 # per unit of work, so the profiles measured before it are not reused (2: degree one-hot inputs read as
-# codes, a row gather instead of a matmul by one-hot rows).
-STEP_PROGRAM = 2
+# codes, a row gather instead of a matmul by one-hot rows; 3: the link head's output layer as
+# matrix-vector products, EGCN-H's padding nodes without weights, the Chebyshev models' fused gates).
+STEP_PROGRAM = 3
 
 
 def signature(config, *, num_features: int, layout: str, devices: int, processes: int, platform: str) -> dict:
