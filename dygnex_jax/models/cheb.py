@@ -14,26 +14,15 @@ import jraph
 import numpy as np
 from jax.typing import DTypeLike
 
-from .layers import LOCAL, Comm, scaled_laplacian
-
-
-class _Kernel(nn.Module):
-    """A kernel [fan_in, features] under the name, initialiser (``pyg_linear``'s Glorot) and parameter of the
-    ``nn.Dense`` it stands for, without its call (a fused product reads it)."""
-
-    fan_in: int
-    features: int
-
-    @nn.compact
-    def __call__(self) -> jax.Array:
-        return self.param("kernel", nn.initializers.glorot_uniform(), (self.fan_in, self.features))
+from .layers import LOCAL, Comm, DenseParams, scaled_laplacian
 
 
 def cheb_params(module: nn.Module, fan_in: int, features: int, k: int) -> tuple[jax.Array, jax.Array]:
     """Inside ``module``'s compact call: ``ChebConv``'s parameters — kernels ``lin_0 .. lin_{k-1}``
     [fan_in, features], then ``bias`` [features] — under its names, order and initialisers. -> (kernels
     [k, fan_in, features], bias), float32."""
-    kernels = jnp.stack([_Kernel(fan_in, features, name=f"lin_{i}")() for i in range(k)])
+    glorot = nn.initializers.glorot_uniform()  # pyg_linear's
+    kernels = jnp.stack([DenseParams(fan_in, features, glorot, name=f"lin_{i}")() for i in range(k)])
     return kernels, module.param("bias", nn.initializers.zeros, (features,))
 
 

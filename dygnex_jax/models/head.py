@@ -19,7 +19,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from .layers import TORCH_LINEAR_KERNEL, compute_dtype, torch_linear, torch_uniform
+from .layers import TORCH_LINEAR_KERNEL, DenseParams, compute_dtype, torch_linear, torch_uniform
 
 HEAD_CHUNK_AUTO = {"cpu": 4096}  # model.head_chunk=-1 (auto) per JAX backend; others: HEAD_CHUNK_ACCELERATOR
 HEAD_CHUNK_ACCELERATOR = 65536
@@ -39,19 +39,6 @@ class _SplitDense(nn.Module):
         kernel = self.param("kernel", TORCH_LINEAR_KERNEL, (2 * half, self.features)).astype(h.dtype)
         bias = self.param("bias", torch_uniform(2 * half), (self.features,)).astype(h.dtype)
         return h @ kernel[:half] + bias, h @ kernel[half:]
-
-
-class _LinearParams(nn.Module):
-    """The parameters of ``torch_linear(features, fan_in)`` (same names, shapes and initialisation as that
-    ``nn.Dense``), returned instead of applied: the chunked head applies them inside ``lax.map``."""
-
-    features: int
-    fan_in: int
-
-    @nn.compact
-    def __call__(self) -> tuple[jax.Array, jax.Array]:
-        kernel = self.param("kernel", TORCH_LINEAR_KERNEL, (self.fan_in, self.features))
-        return kernel, self.param("bias", torch_uniform(self.fan_in), (self.features,))
 
 
 def head_chunk(setting: int, backend: str) -> int:
@@ -91,7 +78,8 @@ class LinkHead(nn.Module):
         """Node embeddings [N, H], pair ends [Q] -> [Q, 2] float32 logits (class 0: non-edge, class 1: edge)."""
         dt = compute_dtype(self.dtype)
         a, b = _SplitDense(self.hidden, name="hidden")(h.astype(dt))
-        kernel, bias = (p.astype(dt) for p in _LinearParams(2, self.hidden, name="out")())
+        out = DenseParams(self.hidden, 2, TORCH_LINEAR_KERNEL, torch_uniform(self.hidden), name="out")()
+        kernel, bias = (p.astype(dt) for p in out)
         if not 0 < self.chunk < src.shape[0]:
             return _pair_logits(a, b, kernel, bias, src, dst).astype(jnp.float32)
         ends = jnp.stack([src, dst], axis=1)

@@ -252,6 +252,24 @@ def torch_linear(
     )
 
 
+class DenseParams(nn.Module):
+    """The parameters of an ``nn.Dense`` — ``kernel`` [fan_in, features], then with ``bias_init`` a ``bias``
+    [features] — under its names, order and initialisers, returned instead of applied (a fused or chunked
+    product reads them): ``() -> kernel``, or ``(kernel, bias)`` with ``bias_init``."""
+
+    fan_in: int
+    features: int
+    kernel_init: Callable
+    bias_init: Callable | None = None
+
+    @nn.compact
+    def __call__(self):
+        kernel = self.param("kernel", self.kernel_init, (self.fan_in, self.features))
+        if self.bias_init is None:
+            return kernel
+        return kernel, self.param("bias", self.bias_init, (self.features,))
+
+
 def pyg_linear(features: int, name: str, dtype: DTypeLike = jnp.float32, in_features: int = 0) -> nn.Dense:
     """``nn.Dense`` without bias, initialised as the ``Linear(..., bias=False, weight_initializer="glorot")``
     inside PyG's ``GCNConv`` and ``ChebConv``: Glorot-uniform kernel; ``dtype``: the compute dtype;
