@@ -14,8 +14,6 @@ each cell's three GCNs once over all offsets, then its gates over time node-wise
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -24,6 +22,7 @@ from jax.typing import DTypeLike
 from .graph_view import flat_graph, offset_graphs
 from .layers import (
     TORCH_LINEAR_KERNEL,
+    DenseParams,
     GCNConv,
     compute_dtype,
     gcn_aggregate,
@@ -57,22 +56,6 @@ class TGCNCell(nn.Module):
         return z * h + (1.0 - z) * h_tilde
 
 
-class _Params(nn.Module):
-    """A kernel [fan_in, features] (and a bias [features]) created in ``setup`` under the names, order and
-    initialisers of the ``nn.Dense`` it stands for, so the parameter tree and its initial values are those of
-    ``TGCNCell``; the flat layout reads the arrays themselves to fuse products."""
-
-    fan_in: int
-    features: int
-    kernel_init: Callable
-    bias_init: Callable | None = None
-
-    def setup(self):
-        self.kernel = self.param("kernel", self.kernel_init, (self.fan_in, self.features))
-        if self.bias_init is not None:
-            self.bias = self.param("bias", self.bias_init, (self.features,))
-
-
 class _GCNParams(nn.Module):
     """``GCNConv``'s parameters (``lin/kernel``, ``bias``) without its call."""
 
@@ -80,7 +63,7 @@ class _GCNParams(nn.Module):
     features: int
 
     def setup(self):
-        self.lin = _Params(self.fan_in, self.features, nn.initializers.glorot_uniform())
+        self.lin = DenseParams(self.fan_in, self.features, nn.initializers.glorot_uniform())
         self.bias = self.param("bias", nn.initializers.zeros, (self.features,))
 
 
@@ -99,14 +82,14 @@ class _FlatCell(nn.Module):
         h = self.hidden
         self.conv_z, self.conv_r, self.conv_h = (_GCNParams(self.fan_in, h) for _ in range(3))
         self.linear_z, self.linear_r, self.linear_h = (
-            _Params(2 * h, h, TORCH_LINEAR_KERNEL, torch_uniform(2 * h)) for _ in range(3)
+            DenseParams(2 * h, h, TORCH_LINEAR_KERNEL, torch_uniform(2 * h)) for _ in range(3)
         )
 
     def convs(self, x, graph, dtype):
         """x [R, F] (or category codes [R]) on the flat graph (any number of node-time rows) -> [R, 3, H]:
         the z, r, h GCNs, in ``dtype`` (the compute dtype)."""
         convs = (self.conv_z, self.conv_r, self.conv_h)
-        kernel = jnp.concatenate([c.lin.kernel for c in convs], axis=1).astype(dtype)
+        kernel = jnp.concatenate([c.lin() for c in convs], axis=1).astype(dtype)
         bias = jnp.concatenate([c.bias for c in convs]).astype(dtype)
         out = gcn_aggregate(graph._replace(nodes=rows_times(x, kernel))) + bias
         return out.reshape(x.shape[0], 3, self.hidden)
@@ -115,7 +98,8 @@ class _FlatCell(nn.Module):
         """convs [N, 3, H] (``convs`` at one time offset), h [N, H] -> h' [N, H] (in h's dtype)."""
 
         def linear(lin, a, b):
-            return jnp.concatenate([a, b], axis=-1) @ lin.kernel.astype(h.dtype) + lin.bias.astype(h.dtype)
+            kernel, bias = lin()
+            return jnp.concatenate([a, b], axis=-1) @ kernel.astype(h.dtype) + bias.astype(h.dtype)
 
         z = jax.nn.sigmoid(linear(self.linear_z, convs[:, 0], h))
         r = jax.nn.sigmoid(linear(self.linear_r, convs[:, 1], h))
