@@ -98,6 +98,15 @@ def dense_adjacency(n: int, s, r, w) -> tuple[np.ndarray, np.ndarray]:
     return a, loops
 
 
+def dense_laplacian(n: int, s, r, w) -> np.ndarray:
+    """L_hat = -D^-1/2 A D^-1/2 of PyG's ``ChebConv`` (``dense_adjacency``: self-loops removed; D the degrees
+    over sources, A's column sums), float64."""
+    a, _ = dense_adjacency(n, s, r, w)  # a[dst, src]: message src -> dst
+    deg = a.sum(0)
+    inv = np.divide(1.0, np.sqrt(deg), out=np.zeros(n), where=deg > 0)
+    return -(np.diag(inv) @ a @ np.diag(inv))
+
+
 def dense_gcn(h, s, r, w) -> np.ndarray:
     """D^-1/2 (A + S) D^-1/2 h in numpy (``dense_adjacency``; D the row sums of A + S)."""
     a, loops = dense_adjacency(len(h), s, r, w)

@@ -8,19 +8,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import dense_adjacency
+from helpers import dense_laplacian
 from test_node_reg import weighted_graph
 
 from dygnex_jax.models.cheb import ChebConv, ChebParams, cheb_convs, chebyshev_terms
 from dygnex_jax.models.graph_view import edge_list_graph
-
-
-def dense_laplacian(n, s, r, w) -> np.ndarray:
-    """L_hat = -D^-1/2 A D^-1/2 of PyG's ChebConv (self-loops removed, degrees over sources), float64."""
-    a, _ = dense_adjacency(n, s, r, w)  # a[dst, src]: message src -> dst, self-loops apart
-    deg = a.sum(0)
-    inv = np.divide(1.0, np.sqrt(deg), out=np.zeros(n), where=deg > 0)
-    return -(np.diag(inv) @ a @ np.diag(inv))
 
 
 def dense_cheb(x, lap, kernels, bias) -> np.ndarray:
