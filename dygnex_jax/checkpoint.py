@@ -40,6 +40,7 @@ import json
 import os
 import re
 import shutil
+import sys
 from pathlib import Path
 
 import jax
@@ -387,6 +388,24 @@ def restore_epoch(trainer, out_dir: str | Path, epoch: int) -> Checkpoint:
     return ckpt
 
 
+def _quiet_closed_loop_callbacks() -> None:
+    """Once orbax has given up on a read, tensorstore's other reads of that checkpoint still finish and post
+    their results to the asyncio loop orbax has closed by then: each would print a traceback on stderr (an
+    unraisable ``RuntimeError: Event loop is closed``) after the one line that says the checkpoint is
+    skipped. From then on those are dropped; every other unraisable exception goes to the hook as before."""
+    previous = sys.unraisablehook
+    if getattr(previous, "drops_closed_loop_callbacks", False):
+        return
+
+    def hook(unraisable) -> None:
+        exc = unraisable.exc_value
+        if not (isinstance(exc, RuntimeError) and str(exc) == "Event loop is closed"):
+            previous(unraisable)
+
+    hook.drops_closed_loop_callbacks = True
+    sys.unraisablehook = hook
+
+
 def restore(trainer, ckpt: Checkpoint) -> list[dict]:
     """Load ``ckpt`` into ``trainer`` (arrays, scheduler weights, step times, budgets); its metric rows.
     ``Damaged`` (and ``trainer`` unchanged) when orbax cannot read it or ``meta.json`` lacks a field."""
@@ -399,6 +418,7 @@ def restore(trainer, ckpt: Checkpoint) -> list[dict]:
             (ckpt.path / "state").absolute(), args=ocp.args.PyTreeRestore(restore_args=args)
         )
     except Exception as e:  # a damaged checkpoint of format 1 (no file hashes): orbax, zarr, OCDBT errors
+        _quiet_closed_loop_callbacks()
         raise Damaged(f"orbax cannot read its arrays ({_one_line(e)})") from None
     want = jax.tree.map(lambda x: (x.shape, str(x.dtype)), target)
     got = jax.tree.map(lambda x: (x.shape, str(x.dtype)), state)

@@ -372,16 +372,22 @@ def test_every_checkpoint_file_is_covered(reference):
     assert files == covered, files ^ covered
 
 
+def damage_as_format_1(folder: Path) -> None:
+    """Make the checkpoint in ``folder`` one of format 1 (no file hashes in meta.json) and garble its arrays."""
+    meta = json.loads((folder / "meta.json").read_text())
+    del meta["files"]
+    (folder / "meta.json").write_text(json.dumps({**meta, "version": 1}))
+    for data in (folder / "state" / "d").iterdir():
+        damage(data, "garbage")
+
+
+@pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")
 def test_damaged_checkpoint_of_format_1_falls_back(reference, trainer, tmp_path):
     """A checkpoint without file hashes (format 1): the damage shows as orbax's read error, which is
-    caught, said in one line, and the one before restores (also after orbax failed in this process)."""
+    caught, said in one line, and the one before restores (also after orbax failed in this process);
+    the reads orbax left behind raise nothing more (an unraisable exception fails the test)."""
     run = copy_run(reference, tmp_path / "run", upto=3)
-    meta_path = run / FOLDER / "epoch_000003" / "meta.json"
-    meta = json.loads(meta_path.read_text())
-    del meta["files"]
-    meta_path.write_text(json.dumps({**meta, "version": 1}))
-    for data in (run / FOLDER / "epoch_000003" / "state" / "d").iterdir():
-        damage(data, "garbage")
+    damage_as_format_1(run / FOLDER / "epoch_000003")
     notes = []
     ckpt, _ = checkpoint.restore_newest(trainer, run, notes.append)
     assert ckpt.epoch == 2
@@ -410,6 +416,20 @@ def test_damaged_checkpoint_cli(rel, how, reference, tmp_path):
     assert len(skipped) == 1 and skipped[0].startswith("skipping checkpoint epoch_000003: "), err
     assert why(target.relative_to(run / FOLDER / "epoch_000003").as_posix(), how) in skipped[0]
     assert f"resuming {run} from epoch_000002" in err
+    assert_same_as(run, reference)
+
+
+def test_damaged_checkpoint_of_format_1_cli(reference, tmp_path):
+    """``train --resume`` past a damaged checkpoint of format 1: orbax's read error is the one line (the
+    reads orbax left behind print no tracebacks), and the run ends as the uninterrupted one did."""
+    run = copy_run(reference, tmp_path / "run", upto=3)
+    damage_as_format_1(run / FOLDER / "epoch_000003")
+    code, err = run_cli_resume(tmp_path, run)
+    assert code == 0, err
+    assert_clean(err)
+    assert "Event loop is closed" not in err, err
+    skipped = [line for line in err.splitlines() if line.startswith("skipping checkpoint")]
+    assert len(skipped) == 1 and "epoch_000003: orbax cannot read its arrays" in skipped[0], err
     assert_same_as(run, reference)
 
 
