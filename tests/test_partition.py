@@ -122,12 +122,13 @@ def test_comm_bytes_equal_hand_computed(method, model):
             # per offset: gather of the inverse degrees (no gradient) and of h @ w (and its transpose)
             per_tau = gather(4 * n) + gather(4 * n * 2) + scatter(4 * 2 * n * 2)
         else:
-            # per offset, six ChebConvs run as three (models/cheb.py): the three of x as one, h_z and h_r
-            # as one, h_h (of h * r) alone; each one scaled_laplacian: gather the input, psum the
-            # out-degrees of all 2n nodes; the two on h also send the gradient back.
-            x_conv = gather(4 * n * 1) + psum(4 * 2 * n)
-            h_conv = gather(4 * n * 2) + psum(4 * 2 * n) + scatter(4 * 2 * n * 2)
-            per_tau = x_conv + 2 * h_conv
+            # per offset, one psum of the out-degrees of all 2n nodes (the Laplacian's coefficients,
+            # shared by the offset's convolutions), and six ChebConvs run as three (models/cheb.py):
+            # the three of x as one, h_z and h_r as one, h_h (of h * r) alone; each one
+            # scaled_laplacian: gather the input; the two on h also send the gradient back.
+            x_conv = gather(4 * n * 1)
+            h_conv = gather(4 * n * 2) + scatter(4 * 2 * n * 2)
+            per_tau = psum(4 * 2 * n) + x_conv + 2 * h_conv
         features = 2 * per_tau + final
     got = tr.comm_bytes(batch)
     assert got == {

@@ -14,7 +14,7 @@ import jraph
 import numpy as np
 from jax.typing import DTypeLike
 
-from .layers import LOCAL, Comm, DenseParams, scaled_laplacian
+from .layers import LOCAL, Comm, DenseParams, laplacian_coefficients, scaled_laplacian
 
 
 def cheb_params(module: nn.Module, fan_in: int, features: int, k: int) -> tuple[jax.Array, jax.Array]:
@@ -39,14 +39,19 @@ class ChebParams(nn.Module):
         return cheb_params(self, self.fan_in, self.features, self.k)
 
 
-def chebyshev_terms(x: jax.Array, graph: jraph.GraphsTuple, k: int, comm: Comm = LOCAL) -> jax.Array:
+def chebyshev_terms(
+    x: jax.Array, graph: jraph.GraphsTuple, k: int, comm: Comm = LOCAL, coef: jax.Array | None = None
+) -> jax.Array:
     """[N, k * F]: ``T_0(L_hat) x, ..., T_{k-1}(L_hat) x`` side by side (``T_0 x = x``, ``T_1 x = L_hat x``,
-    ``T_i x = 2 L_hat T_{i-1} x - T_{i-2} x``) on the edges of ``graph`` (its nodes are not read)."""
+    ``T_i x = 2 L_hat T_{i-1} x - T_{i-2} x``) on the edges of ``graph`` (its nodes are not read);
+    ``coef``: the graph's ``laplacian_coefficients`` if the caller has them (else computed once here)."""
     terms = [x]
+    if k > 1 and coef is None:
+        coef = laplacian_coefficients(graph._replace(nodes=x), comm)
     if k > 1:
-        terms.append(scaled_laplacian(graph._replace(nodes=x), comm))
+        terms.append(scaled_laplacian(graph._replace(nodes=x), comm, coef))
     for _ in range(2, k):
-        terms.append(2.0 * scaled_laplacian(graph._replace(nodes=terms[-1]), comm) - terms[-2])
+        terms.append(2.0 * scaled_laplacian(graph._replace(nodes=terms[-1]), comm, coef) - terms[-2])
     return terms[0] if k == 1 else jnp.concatenate(terms, axis=-1)
 
 
@@ -57,13 +62,14 @@ def cheb_convs(
     k: int,
     comm: Comm = LOCAL,
     dtype: DTypeLike = jnp.float32,
+    coef: jax.Array | None = None,
 ) -> list[jax.Array]:
     """The Chebyshev convolutions of one input ``x`` [N, F] with each of ``params`` (``cheb_params``' (kernels,
     bias) pairs): the terms ``T_i x`` once, and one product of them [N, k * F] with every convolution's
     kernels side by side [k * F, sum of widths] — one gather / scatter per term and one matrix product
     (and one of each in the backward pass) instead of one per convolution. -> their outputs [N, width]
-    in ``dtype``, in the order of ``params``."""
-    terms = chebyshev_terms(x.astype(dtype), graph, k, comm)
+    in ``dtype``, in the order of ``params``. ``coef``: as for ``chebyshev_terms``."""
+    terms = chebyshev_terms(x.astype(dtype), graph, k, comm, coef)
     kernel = jnp.concatenate([w.reshape(-1, w.shape[-1]) for w, _ in params], axis=1).astype(dtype)
     out = terms @ kernel + jnp.concatenate([b for _, b in params]).astype(dtype)
     cuts = np.cumsum([b.shape[0] for _, b in params])[:-1].tolist()

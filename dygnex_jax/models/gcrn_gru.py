@@ -16,7 +16,7 @@ from jax.typing import DTypeLike
 
 from .cheb import ChebParams, cheb_convs
 from .graph_view import offset_graphs
-from .layers import LOCAL, Comm, compute_dtype, node_inputs, time_scan
+from .layers import LOCAL, Comm, compute_dtype, laplacian_coefficients, node_inputs, time_scan
 
 
 class GConvGRUCell(nn.Module):
@@ -28,9 +28,11 @@ class GConvGRUCell(nn.Module):
     dtype: DTypeLike = jnp.float32  # compute dtype (model.dtype); h' in it
 
     @nn.compact
-    def __call__(self, x, h, graph):
+    def __call__(self, x, h, graph, coef=None):
         """One ``ChebConv`` per gate and input (``x_z``, ``h_z``, ``x_r``, ``h_r``, ``x_h``, ``h_h``), run
-        fused: the three of ``x`` as one, ``h_z`` and ``h_r`` as one, ``h_h`` (of ``h * r``) alone."""
+        fused: the three of ``x`` as one, ``h_z`` and ``h_r`` as one, ``h_h`` (of ``h * r``) alone, all
+        with the offset's Laplacian coefficients ``coef`` (``laplacian_coefficients``; computed here if
+        not given)."""
         fan = {"x": x.shape[-1], "h": self.hidden}
         p = {
             f"{v}_{g}": ChebParams(fan[v], self.hidden, self.k, name=f"{v}_{g}")()
@@ -39,7 +41,10 @@ class GConvGRUCell(nn.Module):
         }
 
         def convs(v, names):
-            return cheb_convs(v, graph, [p[n] for n in names], self.k, self.comm, self.dtype)
+            return cheb_convs(v, graph, [p[n] for n in names], self.k, self.comm, self.dtype, coef)
+
+        if coef is None and self.k > 1:
+            coef = laplacian_coefficients(graph._replace(nodes=x), self.comm)
 
         x_z, x_r, x_h = convs(x, ("x_z", "x_r", "x_h"))
         h_z, h_r = convs(h, ("h_z", "h_r"))
@@ -60,9 +65,11 @@ class _Step(nn.Module):
     def __call__(self, states, xs):
         graph, valid = xs  # graph: this offset's GraphsTuple, nodes = the inputs
         x = graph.nodes
+        # every cell's convolutions at this offset share its Laplacian (one degree psum under vertex partition)
+        coef = laplacian_coefficients(graph, self.comm) if self.k > 1 else None
         new = []
         for i, h in enumerate(states):
-            x = GConvGRUCell(self.hidden, self.k, self.comm, self.dtype, name=f"cell_{i}")(x, h, graph)
+            x = GConvGRUCell(self.hidden, self.k, self.comm, self.dtype, name=f"cell_{i}")(x, h, graph, coef)
             new.append(jnp.where(valid, x, h))  # a padded (invalid) time offset keeps the state
         return tuple(new), None
 

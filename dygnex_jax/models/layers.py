@@ -108,23 +108,38 @@ def gcn_aggregate(graph: jraph.GraphsTuple, comm: Comm = LOCAL) -> jax.Array:
     return (agg + h * (self_w * inv * inv).astype(h.dtype)[:, None]).astype(h.dtype)
 
 
-def scaled_laplacian(graph: jraph.GraphsTuple, comm: Comm = LOCAL) -> jax.Array:
+def laplacian_coefficients(graph: jraph.GraphsTuple, comm: Comm = LOCAL) -> jax.Array:
+    """float32 [E]: ``L_hat``'s entry of every edge (``scaled_laplacian``), which depends on the graph alone
+    — a cell that applies ``L_hat`` to several inputs of one time offset computes it once (under vertex
+    partition the degrees are a psum over devices: one collective per offset instead of one per input).
+    ``graph.nodes`` only gives the own node count N."""
+    senders, receivers, edge_mask = graph.senders, graph.receivers, graph.edges
+    n = graph.nodes.shape[0]
+    w = jnp.where(senders == comm.to_global(receivers, n), 0.0, edge_mask)
+    # out-degrees of all nodes; under vertex partition each device counts the edges it holds
+    n_all = jax.eval_shape(comm.gather, jax.ShapeDtypeStruct((n,), jnp.float32)).shape[0]  # all devices'
+    deg = comm.sum(jraph.segment_sum(w, senders, num_segments=n_all))
+    inv = jnp.where(deg > 0, jax.lax.rsqrt(jnp.maximum(deg, 1e-12)), 0.0)
+    return -w * inv[senders] * comm.own(inv)[receivers]
+
+
+def scaled_laplacian(
+    graph: jraph.GraphsTuple, comm: Comm = LOCAL, coef: jax.Array | None = None
+) -> jax.Array:
     """``L_hat h`` (``h`` = ``graph.nodes``) with ``L_hat = 2 L / lambda_max - I = -D^-1/2 A D^-1/2``
     (sym. normalisation, lambda_max = 2), self-loops removed, ``graph.edges`` as edge weights (0 for
     padding), weighted degrees over senders, messages sender -> receiver: the operator of PyG's
     ``ChebConv`` with its defaults (``remove_self_loops`` + ``get_laplacian(edge_weight, "sym")``).
 
     Args: graph: a ``jraph.GraphsTuple`` (graph_view.py), nodes [N, F] (own nodes), edges / senders /
-      receivers [E] (an edge list alone: ``graph_view.edge_list_graph``); comm (see module doc).
+      receivers [E] (an edge list alone: ``graph_view.edge_list_graph``); comm (see module doc); coef:
+      this graph's ``laplacian_coefficients`` when the caller has them (else computed here).
       Returns [N, F] in ``h``'s dtype (degrees and the sums over edges in float32).
     """
-    h, senders, receivers, edge_mask = graph.nodes, graph.senders, graph.receivers, graph.edges
+    h, senders, receivers = graph.nodes, graph.senders, graph.receivers
+    if coef is None:
+        coef = laplacian_coefficients(graph, comm)
     h_all = comm.gather(h)
-    w = jnp.where(senders == comm.to_global(receivers, h.shape[0]), 0.0, edge_mask)
-    # out-degrees of all nodes; under vertex partition each device counts the edges it holds
-    deg = comm.sum(jraph.segment_sum(w, senders, num_segments=h_all.shape[0]))
-    inv = jnp.where(deg > 0, jax.lax.rsqrt(jnp.maximum(deg, 1e-12)), 0.0)
-    coef = -w * inv[senders] * comm.own(inv)[receivers]
     return _segment_sum(h_all[senders] * coef.astype(h.dtype)[:, None], receivers, h.shape[0])
 
 
