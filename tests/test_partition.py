@@ -139,6 +139,32 @@ def test_comm_bytes_equal_hand_computed(method, model):
     }
 
 
+@pytest.mark.parametrize("model", ["egcn_o", "gcrn_gru"])
+def test_vertex_comm_of_a_second_layer(model):
+    """Vertex partition, the setting above with 2 graph layers instead of 1: the second layer adds its
+    own input's all-gather and its transpose (and GCRN's two convolutions of its state), never another
+    collective for the degrees — the offset's normalisation (``gcn_coefficients``,
+    ``laplacian_coefficients``) is computed once and shared by every layer."""
+    features = []
+    for layers in (1, 2):
+        tr = make_trainer(
+            "schedule.method=vertex",
+            f"model.layers={layers}",
+            base=TINY,
+            model=model,
+            devices=2,
+            graph=tiny_graph(),
+        )
+        batch, _, _, _ = tr.pack_train([np.array([0]), np.array([1])], epoch=1)
+        features.append(tr.comm_bytes(batch)["features"])
+    n = batch["feat"].shape[-1]
+    gather = lambda s: 2 * 1 * s  # noqa: E731  as above: P = 2
+    scatter = lambda s: 1 * s  # noqa: E731
+    conv = gather(4 * n * 2) + scatter(4 * 2 * n * 2)  # a width-2 input (H = 2), forward and backward
+    per_tau = {"egcn_o": conv, "gcrn_gru": 3 * conv}[model]  # GCRN: x's convolutions and the two on h
+    assert features[1] - features[0] == 2 * per_tau  # W = 2 offsets
+
+
 @pytest.mark.slow  # 1-2 min each on the shared 2-core machine
 @pytest.mark.parametrize(
     "method,model",

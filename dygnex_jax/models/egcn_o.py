@@ -40,6 +40,7 @@ from .layers import (
     activation,
     compute_dtype,
     gcn_aggregate,
+    gcn_coefficients,
     node_inputs,
     rows_times,
     time_scan,
@@ -77,8 +78,9 @@ class _Step(nn.Module):
             # flat layout: the weights alone; ys = the weights the GCN of this offset uses
             return (jax.tree.map(keep, new_weights, weights), None), new_weights
         h = graph.nodes
+        coef = gcn_coefficients(graph, self.comm)  # the offset's, shared by every layer
         for w in new_weights:
-            h = activation(self.act)(gcn_aggregate(graph._replace(nodes=rows_times(h, w)), self.comm))
+            h = activation(self.act)(gcn_aggregate(graph._replace(nodes=rows_times(h, w)), self.comm, coef))
         return (jax.tree.map(keep, new_weights, weights), keep(h, h_prev)), None
 
 

@@ -83,18 +83,13 @@ def _segment_sum(data: jax.Array, segment_ids: jax.Array, num_segments: int) -> 
     return out.astype(data.dtype)
 
 
-def gcn_aggregate(graph: jraph.GraphsTuple, comm: Comm = LOCAL) -> jax.Array:
-    """``D^-1/2 (A + S) D^-1/2 h`` (Kipf & Welling) with PyG ``gcn_norm``'s edge weights, ``h`` =
-    ``graph.nodes``: ``graph.edges`` weighs every edge (0 for padding), D is the weighted in-degree
-    including the self-loop, and S is ``add_remaining_self_loops``: a node's self-loop weight is that of
-    its own self-loop edge when the graph has one, else 1.
-
-    Args: graph: a ``jraph.GraphsTuple`` (graph_view.py), nodes [N, F] (own nodes), edges / senders /
-      receivers [E] (an edge list alone: ``graph_view.edge_list_graph``); comm (see module doc).
-      Returns [N, F] in ``h``'s dtype (degrees and the sums over edges in float32).
-    """
-    h, senders, receivers, edge_mask = graph.nodes, graph.senders, graph.receivers, graph.edges
-    n = h.shape[0]
+def gcn_coefficients(graph: jraph.GraphsTuple, comm: Comm = LOCAL) -> tuple[jax.Array, jax.Array]:
+    """float32 (edge coefficients [E], self-loop coefficients [N]) of ``gcn_aggregate``'s operator, which
+    depend on the graph alone: a model running several GCN layers on one time offset computes them once
+    (under vertex partition the inverse degrees are an all-gather: one per offset instead of one per
+    layer). ``graph.nodes`` only gives the own node count N."""
+    senders, receivers, edge_mask = graph.senders, graph.receivers, graph.edges
+    n = graph.nodes.shape[0]
     loop = senders == comm.to_global(receivers, n)  # receivers are own nodes
     w = jnp.where(loop, 0.0, edge_mask)
     has_loop = jraph.segment_sum((loop & (edge_mask != 0)).astype(jnp.float32), receivers, num_segments=n) > 0
@@ -102,10 +97,27 @@ def gcn_aggregate(graph: jraph.GraphsTuple, comm: Comm = LOCAL) -> jax.Array:
     self_w = jnp.where(has_loop, loop_w, 1.0)
     deg = jraph.segment_sum(w, receivers, num_segments=n) + self_w
     inv = jnp.where(deg > 0, jax.lax.rsqrt(jnp.maximum(deg, 1e-30)), 0.0)
-    coef = w * comm.gather(inv)[senders] * inv[receivers]
-    msg = comm.gather(h)[senders] * coef.astype(h.dtype)[:, None]  # messages in h's dtype
-    agg = jraph.segment_sum(msg.astype(jnp.float32), receivers, num_segments=n)  # summed in float32
-    return (agg + h * (self_w * inv * inv).astype(h.dtype)[:, None]).astype(h.dtype)
+    return w * comm.gather(inv)[senders] * inv[receivers], self_w * inv * inv
+
+
+def gcn_aggregate(
+    graph: jraph.GraphsTuple, comm: Comm = LOCAL, coef: tuple[jax.Array, jax.Array] | None = None
+) -> jax.Array:
+    """``D^-1/2 (A + S) D^-1/2 h`` (Kipf & Welling) with PyG ``gcn_norm``'s edge weights, ``h`` =
+    ``graph.nodes``: ``graph.edges`` weighs every edge (0 for padding), D is the weighted in-degree
+    including the self-loop, and S is ``add_remaining_self_loops``: a node's self-loop weight is that of
+    its own self-loop edge when the graph has one, else 1.
+
+    Args: graph: a ``jraph.GraphsTuple`` (graph_view.py), nodes [N, F] (own nodes), edges / senders /
+      receivers [E] (an edge list alone: ``graph_view.edge_list_graph``); comm (see module doc); coef:
+      this graph's ``gcn_coefficients`` when the caller has them (else computed here).
+      Returns [N, F] in ``h``'s dtype (degrees and the sums over edges in float32).
+    """
+    h, senders, receivers = graph.nodes, graph.senders, graph.receivers
+    edge_coef, self_coef = gcn_coefficients(graph, comm) if coef is None else coef
+    msg = comm.gather(h)[senders] * edge_coef.astype(h.dtype)[:, None]  # messages in h's dtype
+    agg = jraph.segment_sum(msg.astype(jnp.float32), receivers, num_segments=h.shape[0])  # summed in float32
+    return (agg + h * self_coef.astype(h.dtype)[:, None]).astype(h.dtype)
 
 
 def laplacian_coefficients(graph: jraph.GraphsTuple, comm: Comm = LOCAL) -> jax.Array:
