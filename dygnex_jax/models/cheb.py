@@ -46,9 +46,9 @@ def chebyshev_terms(
     ``T_i x = 2 L_hat T_{i-1} x - T_{i-2} x``) on the edges of ``graph`` (its nodes are not read);
     ``coef``: the graph's ``laplacian_coefficients`` if the caller has them (else computed once here)."""
     terms = [x]
-    if k > 1 and coef is None:
-        coef = laplacian_coefficients(graph._replace(nodes=x), comm)
     if k > 1:
+        if coef is None:
+            coef = laplacian_coefficients(graph._replace(nodes=x), comm)
         terms.append(scaled_laplacian(graph._replace(nodes=x), comm, coef))
     for _ in range(2, k):
         terms.append(2.0 * scaled_laplacian(graph._replace(nodes=terms[-1]), comm, coef) - terms[-2])

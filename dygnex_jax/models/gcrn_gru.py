@@ -40,11 +40,11 @@ class GConvGRUCell(nn.Module):
             for v in ("x", "h")
         }
 
-        def convs(v, names):
-            return cheb_convs(v, graph, [p[n] for n in names], self.k, self.comm, self.dtype, coef)
-
         if coef is None and self.k > 1:
             coef = laplacian_coefficients(graph._replace(nodes=x), self.comm)
+
+        def convs(v, names):
+            return cheb_convs(v, graph, [p[n] for n in names], self.k, self.comm, self.dtype, coef)
 
         x_z, x_r, x_h = convs(x, ("x_z", "x_r", "x_h"))
         h_z, h_r = convs(h, ("h_z", "h_r"))
