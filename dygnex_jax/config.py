@@ -208,9 +208,9 @@ class TrainConfig:
     # A step with a non-finite loss, gradient or update: "stop" the run (naming the step, its windows
     # and the last good checkpoint), or "skip" it (parameters unchanged; counted per epoch).
     on_nonfinite: str = key("stop", choices=("stop", "skip"))
-    # Early stopping (EvolveGCN's early_stop_patience): end the run once this many evaluations in a row
-    # have not improved the validation metric (the task's first: MAP, F1, MSE) on its best so far; the
-    # run's result is the best-validation epoch (summary.json "best"). 0 = train every epoch.
+    # Early stopping (EvolveGCN's early_stop_patience): end the run once more than this many evaluations
+    # in a row have not improved the validation metric (the task's first: MAP, F1, MSE) on its best so
+    # far; the run's result is the best-validation epoch (summary.json "best"). 0 = train every epoch.
     patience: int = key(0, "[0, inf)")
 
 
