@@ -41,6 +41,9 @@ def _parser() -> argparse.ArgumentParser:
     report = sub.add_parser("report", help="plots and a Markdown table of one or more training runs")
     report.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories written by train")
     report.add_argument("--out", help="output directory (default: report-<time>)")
+    fetch = sub.add_parser("download", help="fetch a named dataset from its public source (SNAP)")
+    fetch.add_argument("name", help="dataset name, e.g. bitcoin_otc, uci_collegemsg, as733")
+    fetch.add_argument("--root", help="data folder to fetch into (default: $DYGNEX_DATA)")
     return parser
 
 
@@ -323,8 +326,20 @@ def _check_output_files(args) -> None:
             raise UserError(f"--{flag} {path!r} cannot be written under {str(parent)!r}: choose another path")
 
 
+def _download(args) -> None:
+    from .data.download import download
+
+    root = args.root or os.environ.get("DYGNEX_DATA")
+    if not root or not root.strip():
+        raise UserError("download needs a data folder: pass --root DIR (or set DYGNEX_DATA=DIR)")
+    print(f"{args.name}: {download(args.name, root)}")
+
+
 def _run(args) -> int:
     _check_output_files(args)
+    if args.command == "download":
+        _download(args)
+        return 0
     if args.command == "report":
         from .report import report
 

@@ -230,3 +230,21 @@ def test_a_path_of_the_wrong_kind_is_named_as_such(argv, needle, capsys):
     assert main(argv) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], lines
+
+
+def test_download_command(tmp_path, monkeypatch):
+    """``download NAME --root DIR``: a file already there is kept (no network), an unknown name and a
+    missing folder are one-line errors (exit 2)."""
+    from dygnex_jax.data.datasets import NAMED
+
+    monkeypatch.delenv("DYGNEX_DATA", raising=False)
+    target = NAMED["bitcoin_otc"].path(tmp_path)
+    target.parent.mkdir(parents=True)
+    target.write_bytes(b"kept")
+    proc = helpers.run_cli("download", "bitcoin_otc", "--root", tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == f"bitcoin_otc: {target}" and target.read_bytes() == b"kept"
+    helpers.assert_one_line_error(
+        helpers.run_cli("download", "nope", "--root", tmp_path), "unknown dataset 'nope'"
+    )
+    helpers.assert_one_line_error(helpers.run_cli("download", "bitcoin_otc"), "download needs a data folder")

@@ -97,12 +97,16 @@ def build_as733_intervals(tar_path: str | Path, out_dir: str | Path) -> Path:
 def download(name: str, root: str | Path) -> Path:
     """Fetch dataset ``name`` into ``root/<folder>/``; returns its main file (kept if already there)."""
     if name not in NAMED:
-        named = ", ".join(n for n in known_names() if n in NAMED)
+        named = ", ".join(n for n in known_names() if n in NAMED and NAMED[n].url)
         raise UserError(f"unknown dataset {name!r}: downloadable names are {named}")
     ds = NAMED[name]
     if not ds.url:
+        why = {
+            "snapshots": "DySAT's split is a pickled networkx file",
+            "signal": "it is PyTorch Geometric Temporal's JSON file, which its own loader fetches",
+        }.get(ds.kind, "none is known")
         raise UserError(
-            f"dataset {name!r} has no public single-file source (DySAT's split is a pickled networkx file): "
+            f"dataset {name!r} has no public single-file source here ({why}): "
             f"copy its folder {ds.folder}/ from the shared datasets into {root}"
         )
     root = Path(root)
