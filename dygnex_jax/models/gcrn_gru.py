@@ -31,17 +31,14 @@ class GConvGRUCell(nn.Module):
     def __call__(self, x, h, graph, coef=None):
         """One ``ChebConv`` per gate and input (``x_z``, ``h_z``, ``x_r``, ``h_r``, ``x_h``, ``h_h``), run
         fused: the three of ``x`` as one, ``h_z`` and ``h_r`` as one, ``h_h`` (of ``h * r``) alone, all
-        with the offset's Laplacian coefficients ``coef`` (``laplacian_coefficients``; computed here if
-        not given)."""
+        with the offset's Laplacian coefficients ``coef`` (``laplacian_coefficients``; ``None``: each
+        convolution computes them, ``chebyshev_terms``)."""
         fan = {"x": x.shape[-1], "h": self.hidden}
         p = {
             f"{v}_{g}": ChebParams(fan[v], self.hidden, self.k, name=f"{v}_{g}")()
             for g in ("z", "r", "h")
             for v in ("x", "h")
         }
-
-        if coef is None and self.k > 1:
-            coef = laplacian_coefficients(graph._replace(nodes=x), self.comm)
 
         def convs(v, names):
             return cheb_convs(v, graph, [p[n] for n in names], self.k, self.comm, self.dtype, coef)

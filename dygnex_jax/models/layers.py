@@ -129,7 +129,8 @@ def laplacian_coefficients(graph: jraph.GraphsTuple, comm: Comm = LOCAL) -> jax.
     n = graph.nodes.shape[0]
     w = jnp.where(senders == comm.to_global(receivers, n), 0.0, edge_mask)
     # out-degrees of all nodes; under vertex partition each device counts the edges it holds
-    n_all = jax.eval_shape(comm.gather, jax.ShapeDtypeStruct((n,), jnp.float32)).shape[0]  # all devices'
+    # all devices' node count: the size comm.gather would return, found without running a collective
+    n_all = jax.eval_shape(comm.gather, jax.ShapeDtypeStruct((n,), jnp.float32)).shape[0]
     deg = comm.sum(jraph.segment_sum(w, senders, num_segments=n_all))
     inv = jnp.where(deg > 0, jax.lax.rsqrt(jnp.maximum(deg, 1e-12)), 0.0)
     return -w * inv[senders] * comm.own(inv)[receivers]
