@@ -329,8 +329,8 @@ def _check_output_files(args) -> None:
 def _download(args) -> None:
     from .data.download import download
 
-    root = args.root or os.environ.get("DYGNEX_DATA")
-    if not root or not root.strip():
+    root = args.root if args.root is not None else os.environ.get("DYGNEX_DATA")
+    if not root or not root.strip():  # also an empty --root "$DIR" (an unset shell variable)
         raise UserError("download needs a data folder: pass --root DIR (or set DYGNEX_DATA=DIR)")
     print(f"{args.name}: {download(args.name, root)}")
 

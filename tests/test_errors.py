@@ -35,6 +35,12 @@ NAMED_SIGNAL = [*PYGT[:4], "data.dataset=chickenpox_hungary", "data.root={pygt_r
 CASES = {
     # bad data
     "data-root-missing": (["train", "data.dataset=bitcoin_otc", "data.root={nowhere}"], "does not exist"),
+    "download-unknown-dataset": (["download", "nope", "--root", "{empty_dir}"], "unknown dataset 'nope'"),
+    "download-needs-root": (["download", "bitcoin_otc", "--root", ""], "download needs a data folder"),
+    "download-no-source": (
+        ["download", "enron_dysat", "--root", "{empty_dir}"],
+        "has no public single-file source here (DySAT's split",
+    ),
     "dataset-file-missing": (
         ["train", "data.dataset=bitcoin_otc", "data.root={empty_dir}"],
         "soc-sign-bitcoinotc.csv.gz' does not exist",
