@@ -330,7 +330,7 @@ def resolve(
     command that profiles it."""
     setting = config.schedule.cost_model
     if setting in ("", "analytic"):
-        return default_cost_model(window), ""
+        return default_cost_model(window, layout), ""
     if setting != "auto":
         return CostModel.load(setting), f"cost model: {setting}"
     sig = signature(
@@ -345,7 +345,7 @@ def resolve(
     if model is not None:
         return dataclasses.replace(model, window=window), note
     why = note or f"no profile of {config.model.name} at {devices} device(s) on this machine"
-    return default_cost_model(window), (
+    return default_cost_model(window, layout), (
         f"cost model: analytic ({why}): `python -m dygnex_jax profile` with this run's config and "
         "options, once, makes later runs use a measured one"
     )

@@ -42,15 +42,16 @@ def resolve(trainer, kept: str | None = None) -> tuple[CostModel, str]:
     digest = hashlib.sha256(json.dumps(model.to_dict(), sort_keys=True).encode()).hexdigest()
     if not parallel.same_on_all_processes(digest):
         return default_cost_model(
-            window
+            window, trainer.layout
         ), "cost model: analytic (the processes found different profiled models)"
     return model, note
 
 
-def slowdown(model: CostModel, host_devices: int, local_devices: int) -> float:
+def slowdown(model: CostModel, host_devices: int) -> float:
     """How many times slower a device runs than ``model`` predicts; the same on every process."""
     cores, backend = planning.available_cores(), jax.default_backend()
     if model.source != "analytic":
         return planning.model_slowdown(model, host_devices, cores, backend)
-    local = planning.shared_cores(local_devices, cores, backend)
+    # the processes of one host share its cores, as the devices of one process do
+    local = planning.shared_cores(host_devices, cores, backend)
     return parallel.sum_over_processes(local) / jax.process_count()

@@ -19,7 +19,7 @@ interconnect (``Link``: latency alpha, bandwidth). Every figure is a model; its 
   ``buckets`` that grid whatever the config says; ``exact`` the need itself ("exact (no padding to
   budgets)", a bound no run reaches) — as ``padding.padded_work`` (``scan``: W x the edge budget)
   times the device slowdown (``Setup.device_slowdown``: 1 on devices of their own; with fake CPU
-  devices sharing ``host_cores`` (``run``'s argument), P / cores for the analytic model and the ratio to the profiled
+  devices sharing ``host_cores`` (``run``'s argument), P for the analytic model and P / D, D the profiled
   device count for a profiled one). An epoch's last step runs with no next step packed beside it
   (training's prefetch packs step i + 1 while step i runs; every step without prefetch): where the
   profile timed steps alone too, the model's ``coef_alone`` prices it. Then one gradient all-reduce per step: a ring,
@@ -406,4 +406,8 @@ def _run_cost_model(config: Config, cost_model: CostModel | None, window: int) -
     if cost_model is not None:
         return cost_model
     setting = config.schedule.cost_model
-    return default_cost_model(window) if setting in ("", "auto", "analytic") else CostModel.load(setting)
+    return (
+        default_cost_model(window, window_layout(config))
+        if setting in ("", "auto", "analytic")
+        else CostModel.load(setting)
+    )

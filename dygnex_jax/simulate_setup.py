@@ -104,7 +104,7 @@ class Setup:
 
     def device_slowdown(self, p: int) -> float:
         """How many times slower than the cost model a device runs at P: ``slowdown`` when set; with
-        ``host_cores`` (fake CPU devices sharing them) ``plan.model_slowdown`` — P / cores for the
+        ``host_cores`` (fake CPU devices sharing them) ``plan.model_slowdown`` — P for the
         analytic model, the ratio to the device count a profiled model was measured at (1 at that
         count); else 1 (a device of its own: a profiled model's seconds are taken as one device's)."""
         if self.slowdown > 0:

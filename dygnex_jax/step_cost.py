@@ -68,12 +68,17 @@ TRACE_SHARE = 0.15
 
 
 def shared_cores(devices: int, cores: int | None, backend: str = "cpu") -> float:
-    """How many times slower each device runs than the cost model predicts for a device of its own:
-    ``devices`` fake CPU devices of one process share the host's ``cores`` (P / C when P > C); 1 for
-    accelerators."""
+    """How many times slower each device runs than the cost model predicts for a device that has the
+    host to itself: ``devices`` fake CPU devices sharing the host's ``cores`` (known: > 0) each run P times
+    slower, because one XLA CPU device already spreads its operations over the cores (its intra-op
+    thread pool); 1 for accelerators. Measured on the 2-core machine (EvolveGCN-O, B = 32, the steps of
+    docs/bench_cost_model_2026-12-06.json against the analytic model and a 1-device profile): the steps
+    at 2 / 4 / 8 devices took 1.5-2.1x / 2.7-4.9x / 6.1-12.3x the 1-device prediction of their padded
+    work; the former P / C (1 / 2 / 4) was half that. On a host with many more cores than one device keeps
+    busy, P overstates the slowdown (not measured)."""
     if backend != "cpu" or not cores:
         return 1.0
-    return max(1.0, devices / cores)
+    return float(max(1, devices))
 
 
 def model_slowdown(model: CostModel, devices: int, cores: int, backend: str) -> float:

@@ -174,7 +174,7 @@ class Trainer:
         """How much slower a device runs than the cost model predicts (``pricing.slowdown``: devices
         sharing CPU cores); the same on every process."""
         if self._slowdown is None:
-            self._slowdown = pricing.slowdown(self.cost_model, self.host_devices, len(self.local_rows))
+            self._slowdown = pricing.slowdown(self.cost_model, self.host_devices)
         return self._slowdown
 
     @property

@@ -51,7 +51,7 @@ def test_row_compares_the_steps_that_compiled_nothing():
     assert r["profiled"]["step_error_median"] == pytest.approx(0.2)
     # epoch 1: 1.2 / 1.0; epoch 2: 2.7 / 3.0 -> median of (+0.2, -0.1)
     assert r["profiled"]["epoch_error"] == pytest.approx(0.05)
-    analytic = plan.step_seconds_fn(default_cost_model(4), 4, "scan", 4.0)  # 8 devices on 2 cores
+    analytic = plan.step_seconds_fn(default_cost_model(4), 4, "scan", 8.0)  # 8 fake devices share the host
     want = np.array([analytic(Budget(100, 50, 400, 2)), analytic(Budget(100, 50, 400, 2))])
     assert r["analytic"]["epoch_predicted"] == pytest.approx(
         float(np.median([want[0], want[1] + analytic(Budget(200, 80, 900, 2))]))

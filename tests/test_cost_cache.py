@@ -93,7 +93,7 @@ def test_resolve_auto_analytic_and_a_file(cache, tmp_path):
     off = load_config(None, ["schedule.cost_model=analytic"])
     model, note = cost_cache.resolve(off, **kw)
     assert note == "" and model.source == "analytic"
-    np.testing.assert_array_equal(model.coef, default_cost_model(5).coef)
+    np.testing.assert_array_equal(model.coef, default_cost_model(5, "last").coef)
     f = tmp_path / "m.json"
     CostModel(coef=TRUE, window=5, source="mine").save(f)
     from_file = load_config(None, [f"schedule.cost_model={f}"])
@@ -150,7 +150,7 @@ def test_slowdown_is_relative_to_the_devices_a_model_was_profiled_with():
     profiled = CostModel(coef=TRUE, devices=8, source="profile")
     assert plan.model_slowdown(profiled, 8, 2, "cpu") == 1.0
     assert plan.model_slowdown(profiled, 2, 2, "cpu") == pytest.approx(1 / 4)
-    assert plan.model_slowdown(default_cost_model(), 8, 2, "cpu") == 4.0
+    assert plan.model_slowdown(default_cost_model(), 8, 2, "cpu") == 8.0  # one device spans the cores
     assert plan.model_slowdown(CostModel(coef=TRUE, source="refit"), 8, 2, "cpu") == 1.0
     assert plan.model_slowdown(profiled, 2, 2, "gpu") == 1.0
     step = plan.step_seconds_fn(profiled, 10, "scan", slowdown=2.0)

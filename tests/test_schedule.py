@@ -541,6 +541,21 @@ def test_predict_step_seconds_uses_the_padded_load():
     assert w[0] == pytest.approx(model.coef[0] * 5) and w[1] == model.coef[1]
 
 
+@pytest.mark.parametrize("window", [1, 4, 10])
+def test_analytic_model_prices_a_node_once_per_snapshot_its_layers_run_on(window):
+    """``last`` runs the layers on the last snapshot's nodes: a node costs the same at every W, and W
+    times less than in ``scan``, where every snapshot's layers run; nothing else differs."""
+    load = np.array([[1000.0, 5000.0, 300.0]])
+    more = load + [[1.0, 0.0, 0.0]]
+    last, scan = default_cost_model(window, "last"), default_cost_model(window, "scan")
+    per_node = last.predict_costs(more, window)[0] - last.predict_costs(load, window)[0]
+    assert per_node == pytest.approx(2e-6)
+    per_node_scan = scan.predict_costs(more, window)[0] - scan.predict_costs(load, window)[0]
+    assert per_node_scan == pytest.approx(2e-6 * window)
+    np.testing.assert_array_equal(last.coef[1:], scan.coef[1:])
+    assert default_cost_model(window, "flat").coef.tolist() == scan.coef.tolist()
+
+
 def test_schedule_config_dataclass_has_the_settings():
     fields = {f.name for f in dataclasses.fields(ScheduleConfig)}
     assert {"ilp_warm_start", "node_limit", "time_limit", "mip_gap", "solver", "jitter"} <= fields

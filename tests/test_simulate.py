@@ -285,7 +285,12 @@ def test_ring_collectives():
     assert sim.ring_allreduce_seconds(1e6, 1, link) == 0
     assert sim.ring_allreduce_seconds(1e6, 4, link) == pytest.approx(6e-5 + 1.5e-3)
     assert sim.ring_allgather_seconds(1e6, 4, link) == pytest.approx(3e-5 + 0.75e-3)
-    assert sim.host_slowdown(8, 2) == 4 and sim.host_slowdown(1, 2) == 1 and sim.host_slowdown(8, 0) == 1
+    assert (
+        sim.host_slowdown(8, 2) == 8
+        and sim.host_slowdown(8, 16) == 8
+        and sim.host_slowdown(1, 2) == 1
+        and sim.host_slowdown(8, 0) == 1
+    )
 
 
 @pytest.mark.parametrize("p", [8, 16])

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from helpers import run_tool
 
-from dygnex_jax.config import load_config
+from dygnex_jax.config import load_config, step_layout
 from dygnex_jax.research import simulator_validation as validation
 from dygnex_jax.schedule.cost import CostModel
 
@@ -33,6 +33,7 @@ def payload(p, scale):
         "planned_budgets": rows[0]["budgets"],
         "cost_model": MODEL.to_dict(),
         "devices": p,
+        "layout": step_layout(cfg),
         "load": [0.5, 0.7],
     }
 
@@ -46,11 +47,11 @@ def test_compare_on_a_run_the_simulator_predicts(p):
     assert r["error_vs_steps"] == pytest.approx(-0.2)
     assert r["step_error_median"] == pytest.approx(0.2)
     assert r["error_vs_wall"] == pytest.approx(1 / 1.5 / 1.25 - 1)
-    assert r["same_budgets"] and r["inputs"]["slowdown"] == pytest.approx(1.0)  # profiled at 2 devices
+    assert r["same_budgets"] and r["inputs"]["slowdown"] == pytest.approx(p / 2)  # P / D, profiled at D = 2
     assert r["trainer_step_error_median"] == pytest.approx(0.2)  # predicted s vs measured 1.25 s
-    # another device count than the model's: the simulator's slowdown is the ratio of core shares
-    assert validation.compare("synthetic", False, "x", 1, data, config(p), cores=1)["inputs"]["slowdown"] == (
-        pytest.approx(p / 2)
+    # the host's cores unknown (0): devices of their own, no slowdown
+    assert (
+        validation.compare("synthetic", False, "x", 1, data, config(p), cores=0)["inputs"]["slowdown"] == 1.0
     )
     text = validation.markdown([r])
     assert f"| {p} dev | synthetic | **no** |" in text and "| 2 dev; " in text and "**-20.0%**" in text

@@ -8,7 +8,7 @@
 3. Per dataset: the median absolute error of the predicted step seconds over the steps that compiled
    nothing (a held-out figure for every dataset: the fit never saw these steps), the predicted and
    measured epoch seconds (those steps summed, per epoch, median over epochs), and the same two figures
-   of the analytic model on the very same budgets (x its fake-device slowdown, P / cores) — the
+   of the analytic model on the very same budgets (x its fake-device slowdown, P) — the
    before / after of one run.
 
 The load average is recorded before and after every run.
@@ -95,7 +95,7 @@ def row(dataset: str, fitted: bool, data: dict, cores: int) -> dict:
     pred = np.array([s["predicted_seconds"] for s in timed])
     w, layout = data["window"], data["layout"]
     slow = plan.shared_cores(data["devices"], cores, "cpu")
-    analytic = plan.step_seconds_fn(default_cost_model(w), w, layout, slow)
+    analytic = plan.step_seconds_fn(default_cost_model(w, layout), w, layout, slow)
     before = np.array([analytic(Budget(*s["budget"])) for s in timed])
     return {
         "dataset": dataset,

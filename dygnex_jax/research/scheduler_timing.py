@@ -101,7 +101,7 @@ def sample_steps(trainer, sched, max_windows: int, rng: np.random.Generator):
             for n in needs
         ]
     )
-    model = getattr(trainer, "cost_model", None) or default_cost_model(trainer.windows.window)
+    model = getattr(trainer, "cost_model", None) or default_cost_model(trainer.windows.window, trainer.layout)
     predicted = model.predict_costs(budgets, trainer.windows.window)
     strata = np.array_split(np.argsort(predicted, kind="stable"), n)
     picks = sorted((int(rng.choice(s)), len(s)) for s in strata)

@@ -158,7 +158,9 @@ def compare(dataset: str, fitted: bool, label: str, procs: int, data: dict, conf
     model = CostModel.from_dict(data["cost_model"])
     inst = sim.instance_from_config(config)  # the dataset is loaded once for both simulations
     got = simulated_epochs(config, model, p, clean, link, cores, inst)
-    before = simulated_epochs(config, default_cost_model(model.window), p, clean, link, cores, inst)
+    before = simulated_epochs(
+        config, default_cost_model(model.window, data["layout"]), p, clean, link, cores, inst
+    )
     # the same without pricing an epoch's last step alone (as the simulator did before coef_alone)
     beside = (
         simulated_epochs(config, dataclasses.replace(model, coef_alone=None), p, clean, link, cores, inst)
