@@ -299,9 +299,9 @@ class ParallelConfig:
     # average steps of padded work. buckets: rent a larger compiled budget rather than compile a new one
     # until the padded work rented for that bucket would pass this many steps of the larger budget, then
     # compile it (ski rental; 0 = never rent). -1 (auto): compile_seconds over the cost model's predicted
-    # seconds of an average planned step (devices sharing CPU cores counted: P fake devices on a host
-    # run P times slower than one, step_cost.shared_cores), the same on every process. It is ~1 step for 8 fake devices at B = 32 on
-    # 2 cores, ~12 for EvolveGCN-O on 2 (0.12 s steps), hundreds on a GPU (millisecond steps).
+    # seconds of an average planned step (P fake devices on a host run P times slower than one), the
+    # same on every process. ~12 steps for EvolveGCN-O at B = 32 on the 2-core CPU (1 or 8 fake devices:
+    # 0.12-0.13 s steps predicted), hundreds on a GPU (millisecond steps).
     compile_steps: float = key(-1.0, "[0, inf]", also={-1: "auto"})
     # compile_steps=-1: the expected seconds of one training-step compilation, lowering included.
     # 0 (auto): the profiled cost model's measurement (schedule.cost_model), else 1.5 s (measured on the
