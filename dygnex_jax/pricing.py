@@ -48,10 +48,8 @@ def resolve(trainer, kept: str | None = None) -> tuple[CostModel, str]:
 
 
 def slowdown(model: CostModel, host_devices: int) -> float:
-    """How many times slower a device runs than ``model`` predicts; the same on every process."""
-    cores, backend = planning.available_cores(), jax.default_backend()
-    if model.source != "analytic":
-        return planning.model_slowdown(model, host_devices, cores, backend)
-    # the processes of one host share its cores, as the devices of one process do
-    local = planning.shared_cores(host_devices, cores, backend)
+    """How many times slower a device runs than ``model`` predicts (``plan.model_slowdown`` with the
+    devices of this host: its processes share its cores, as the devices of one process do), averaged
+    over the processes so that every process prices steps alike (their schedules must agree)."""
+    local = planning.model_slowdown(model, host_devices, planning.available_cores(), jax.default_backend())
     return parallel.sum_over_processes(local) / jax.process_count()
