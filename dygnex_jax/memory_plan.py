@@ -223,7 +223,7 @@ def accumulated_gradient(trainer, micro_steps: list, epoch: int = 1):
 
 
 def run_micro_step(trainer, placed, budget: Budget, first: bool, last: bool):
-    """``Trainer.run_step`` of one micro-step (``accumulate`` > 1): its gradient sums are added to the
+    """``epoch_loop.run_step`` of one micro-step (``accumulate`` > 1): its gradient sums are added to the
     update's (``first``: from zero); the ``last`` one applies the update and returns its stats (else
     None). Returns (stats, seconds, CPU seconds, compiled now)."""
     t = trainer

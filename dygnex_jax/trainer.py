@@ -1,31 +1,28 @@
 """The ``Trainer``: what one run holds (data, mesh, model and optimiser, strategy, packer, evaluator) and
-one epoch of training (``train_epoch``); ``train.train_and_evaluate`` drives it. Per epoch the
-scheduler assigns the training windows to steps and devices; every step is packed into one padded host
-batch per device (``Packer``: the same budget on every device) in the way of the run's strategy
-(``strategies/``: whole windows, a time pipeline, or node ranges); the ``shard_map`` step computes
-exact mini-batch gradients (psum of sums, one division) and optax updates the replicated parameters.
-Evaluation is the task's (``tasks.py``: link MAP / MRR, edge_cls F1, node_reg MSE).
+one epoch of training (``train_epoch``, run by ``epoch_loop.py``); ``train.train_and_evaluate`` drives
+it. Per epoch the scheduler assigns the training windows to steps and devices; every step is packed into
+one padded host batch per device (``Packer``: the same budget on every device) in the way of the run's
+strategy (``strategies/``: whole windows, a time pipeline, or node ranges); the ``shard_map`` step
+computes exact mini-batch gradients (psum of sums, one division) and optax updates the replicated
+parameters. Evaluation is the task's (``tasks.py``: link MAP / MRR, edge_cls F1, node_reg MSE).
 """
 
 from __future__ import annotations
 
-import collections
 import dataclasses
-import itertools
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import jax
 import numpy as np
 import optax
 
-from . import compile_cache, host_memory, memory_plan, parallel, pricing, resources, strategies
+from . import compile_cache, epoch_loop, host_memory, memory_plan, parallel, pricing, resources, strategies
 from . import plan as planning
 from .comm import collective_bytes
 from .config import Config, TrainConfig, step_layout
 from .data import datasets as _datasets
 from .data.node_windows import task_windows
-from .errors import UserError
+from .epoch_loop import NonFiniteStep  # noqa: F401  (re-exported: train.py, tests)
 from .graphs import Budget, DeviceWork
 from .models import create_model
 from .packer import Packer
@@ -33,9 +30,8 @@ from .padding import layout_view
 from .padding import padded_work as layout_padded_work
 from .schedule import cost_weights, schedule
 from .schedule.base import REPEATED, check_sizes, repeated
-from .schedule.cost import CostModel, alone_steps, beyond_profile, refit
+from .schedule.cost import CostModel, beyond_profile, refit
 from .schedule.ilp import require_installed
-from .schedule.metrics import summarize
 from .tasks import get_task
 
 
@@ -43,10 +39,6 @@ def create_optimizer(cfg: TrainConfig) -> optax.GradientTransformation:
     if cfg.weight_decay > 0:
         return optax.adamw(cfg.learning_rate, weight_decay=cfg.weight_decay)
     return optax.adam(cfg.learning_rate)
-
-
-class NonFiniteStep(UserError):
-    """A train step whose loss, gradient or update is not finite (``train.on_nonfinite: stop``)."""
 
 
 class Trainer:
@@ -361,41 +353,10 @@ class Trainer:
         )
         return dataclasses.replace(sched, method=self.method) if sched.method != self.method else sched
 
-    def prepared_steps(self, sched, epoch: int):
-        """Every step of ``sched`` in order as (host batch, batch on the mesh, budget, loads, padded
-        load). With ``parallel.prefetch`` = k > 0 a background thread packs and places the next k steps
-        while the current one runs (the main thread waits on the devices with the GIL released), so host
-        packing overlaps device work; steps are packed one after another either way, so the batches,
-        and the budgets ``Packer.reuse_budget`` picks, are the same."""
-
-        def prepare(step):
-            batch, budget, loads, padded = self.pack_train(step, epoch)
-            return batch, parallel.shard_batch(self.mesh, batch), budget, loads, padded
-
-        ahead = self.config.parallel.prefetch
-        if ahead <= 0:
-            yield from map(prepare, sched.steps)
-            return
-        steps = iter(sched.steps)
-        with ThreadPoolExecutor(1, thread_name_prefix="dygnex-pack") as pool:
-            pending = collections.deque(pool.submit(prepare, s) for s in itertools.islice(steps, ahead))
-            while pending:
-                ready = pending.popleft().result()
-                nxt = next(steps, None)
-                if nxt is not None:
-                    pending.append(pool.submit(prepare, nxt))
-                yield ready
-
-    def run_step(self, placed, budget: Budget) -> tuple[dict, float, float, bool]:
-        """One training step on the mesh -> (stats, seconds, CPU seconds of this process, compiled now).
-        Time spent compiling is counted as compilation, never as step time."""
-        traces = len(self.train_step.traces)
-        step_fn = self._executables.get(budget, self.train_step)  # compiled ahead, or jit on demand
-        start, cpu = time.perf_counter(), time.process_time()
-        self.params, self.opt_state, stats = step_fn(self.params, self.opt_state, placed)
-        stats = {k: float(v) for k, v in stats.items()}  # waits for the step
-        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
-        return stats, seconds, cpu, self.account_step(traces, seconds)
+    def train_epoch(self, epoch: int, progress=None, sched=None) -> dict:
+        """One training epoch (``epoch_loop.train_epoch``); ``sched``: ``epoch_schedule(epoch)`` when the
+        caller already has it."""
+        return epoch_loop.train_epoch(self, epoch, progress, sched)
 
     def account_step(self, traces: int, seconds: float) -> bool:
         """Whether a step compiled (the train step traced since it had ``traces``): its ``seconds`` go
@@ -404,97 +365,3 @@ class Trainer:
         if compiled:
             self.compile_seconds += seconds
         return compiled
-
-    def train_epoch(self, epoch: int, progress=None, sched=None) -> dict:
-        """One training epoch; ``sched``: ``epoch_schedule(epoch)`` when the caller already has it."""
-        self.plan_budgets()
-        sched = sched if sched is not None else self.epoch_schedule(epoch)
-        start, start_cpu = time.perf_counter(), time.process_time()
-        acc = collections.Counter()
-        budgets = set()
-        self.last_steps = []
-        alone = alone_steps(sched.num_steps, self.config.parallel.prefetch)  # nothing packed beside them
-        for i, (step, (batch, placed, budget, loads, padded)) in enumerate(
-            zip(sched.steps, self.prepared_steps(sched, epoch))
-        ):
-            budgets.add(budget.as_tuple())
-            comm = self.comm_bytes(batch)
-            pw = self.padded_work(budget)
-            micro = self.accumulate
-            if micro == 1:
-                stats, seconds, cpu, compiled = self.run_step(placed, budget)
-            else:  # micro-steps i, i + 1, ... of one update (memory_plan.py)
-                last = i % micro == micro - 1 or i == sched.num_steps - 1
-                stats, seconds, cpu, compiled = memory_plan.run_micro_step(
-                    self, placed, budget, i % micro == 0, last
-                )
-            predicted = self.step_seconds(budget, bool(alone[i]))
-            acc.update(predicted=predicted, real=sum(loads), padded=padded)
-            if not compiled:  # the cost model's prediction against steps that compiled nothing
-                acc.update(steps_timed=seconds, steps_predicted=predicted)
-                self.step_log.append((pw, seconds, bool(alone[i])))
-            acc.update({f"comm_{k}": v for k, v in comm.items()})
-            finite = True
-            if stats is not None:
-                self._check_finite(stats, step, epoch, i)
-                finite = bool(stats["finite"])  # if not, the step left params and optimiser state alone
-                acc.update(
-                    skipped=not finite,
-                    loss=stats["loss"] * stats["weight"] if finite else 0.0,
-                    weight=stats["weight"] if finite else 0.0,
-                )
-            self.last_steps.append(
-                {
-                    "epoch": epoch,
-                    "step": i,
-                    "seconds": seconds,
-                    "cpu_seconds": cpu,
-                    "compiled": compiled,
-                    "predicted_seconds": predicted,
-                    "budget": list(budget.as_tuple()),
-                    "device_loads": loads,
-                    "padding_efficiency": sum(loads) / padded,
-                    "imbalance": max(loads) / max(np.mean(loads), 1e-12) - 1.0,
-                    "comm_bytes": comm["total"],
-                    "loss": stats["loss"] if stats is not None else None,  # micro-steps: the update's
-                    "finite": finite,
-                }
-            )
-            if progress:
-                progress(i + 1, sched.num_steps)
-        seconds = time.perf_counter() - start
-        # CPU seconds of this epoch's training in all processes (every thread of each)
-        cpu_seconds = parallel.sum_over_processes(time.process_time() - start_cpu)
-        return self._epoch_row(acc, sched, seconds, cpu_seconds, len(budgets))
-
-    def _check_finite(self, stats: dict, step: list, epoch: int, i: int) -> None:
-        if not stats["finite"] and self.config.train.on_nonfinite == "stop":
-            split_ids = self.windows.splits["train"]
-            wins = sorted(int(split_ids[k]) for ids in step for k in ids)
-            raise NonFiniteStep(
-                f"non-finite loss or gradient (loss {stats['loss']}, gradient norm {stats['grad_norm']}) "
-                f"at epoch {epoch} step {i} (windows {', '.join(map(str, wins))})"
-            )
-
-    def _epoch_row(self, acc: collections.Counter, sched, seconds: float, cpu: float, budgets: int) -> dict:
-        sched_stats = summarize(self.train_costs, sched, self.weights)
-        comm = {k: float(acc[f"comm_{k}"]) for k in ("gradients", "states", "features", "total")}
-        return {
-            "loss": acc["loss"] / acc["weight"] if acc["weight"] else float("nan"),
-            "skipped_steps": int(acc["skipped"]),
-            "epoch_seconds": seconds,
-            "epoch_cpu_seconds": cpu,
-            "predicted_epoch_seconds": float(acc["predicted"]),
-            # the steps that compiled nothing: their seconds, and the cost model's prediction of them
-            "step_seconds": float(acc["steps_timed"]),
-            "predicted_step_seconds": float(acc["steps_predicted"]),
-            "padding_efficiency": acc["real"] / acc["padded"] if acc["padded"] else 1.0,
-            "schedule_padding_efficiency": sched_stats["padding_efficiency"],
-            "imbalance": sched_stats["imbalance"],
-            "scheduler_seconds": sched.seconds,
-            "schedule_fallback": sched.fallback,
-            "steps": sched.num_steps,
-            "budgets": budgets,
-            **{f"comm_bytes_{k}" if k != "total" else "comm_bytes": v for k, v in comm.items()},
-            **self.strategy.epoch_metrics(self),
-        }
