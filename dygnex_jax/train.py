@@ -17,7 +17,7 @@ import os
 import time
 from pathlib import Path
 
-from . import checkpoint, distributed, memstats, runlock
+from . import checkpoint, distributed, host_memory, memstats, runlock
 from .config import Config
 from .errors import UserError
 from .eval_estimate import evaluation_note
@@ -70,6 +70,9 @@ def train_and_evaluate(
     In a multi-process run every process trains; only process 0 prints, writes files and holds the
     run directory's lock. Returns the summary dict.
     """
+    # the host allocator before any thread of the run exists (the interrupt watcher below, XLA's pools):
+    # glibc fixes its arena limit when a second thread first allocates (host_memory.configure)
+    host_memory.configure(config.parallel.host_malloc)
     main = distributed.is_main_process()
     progress = Progress(stream, quiet=not main)
     out = Path(out_dir) if out_dir is not None else default_out_dir(config)

@@ -91,3 +91,33 @@ def test_results_are_bit_identical_with_the_heap_retained_or_not(tmp_path):
     assert rows[0] == rows[1] and len(rows[0]) > 0
     expect = "retain" if host_memory._glibc() is not None else "unsupported"
     assert states == ["system", expect]
+    if host_memory.arenas() is not None:  # retained before the run's first thread: one heap for all
+        assert summary["host_arenas"] == 1, summary["host_arenas"]
+
+
+ORDER = """
+import sys, threading
+from dygnex_jax import host_memory
+def spawn():
+    t = threading.Thread(target=lambda: bytearray(1 << 20))  # a thread that allocates
+    t.start(); t.join()
+if sys.argv[1] == "thread-first":
+    spawn()
+host_memory.configure("retain")
+spawn(); spawn()
+print("ARENAS", host_memory.arenas())
+"""
+
+
+@glibc_only
+def test_retain_holds_for_every_thread_only_when_configured_before_the_first_one():
+    """glibc fixes its arena limit when a second thread first allocates: configured first, every later
+    thread shares the one heap; after a thread, later threads get heaps of their own (whose blocks above
+    64 MiB glibc maps and unmaps every time, whatever M_MMAP_MAX says) — why ``train_and_evaluate``
+    configures before it starts its interrupt watcher. Fresh processes."""
+    counts = {}
+    for order in ("configure-first", "thread-first"):
+        proc = run_python(["-c", ORDER, order], timeout=600)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        counts[order] = int(proc.stdout.split("ARENAS")[1])
+    assert counts["configure-first"] == 1 and counts["thread-first"] >= 2, counts
