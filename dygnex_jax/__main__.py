@@ -143,17 +143,19 @@ def _add_simulate(sub) -> None:
 
 
 def _train(args, config) -> None:
+    from . import host_memory
     from .train import train_and_evaluate
 
-    _start_processes(args)
-    if not args.resume:
-        train_and_evaluate(config, args.out)
-        return
-    from .resume import resume_config
+    if args.resume:
+        from .resume import resume_config
 
-    if args.out and args.out != args.resume:
-        raise UserError("--resume writes to the run's own directory: drop --out")
-    train_and_evaluate(resume_config(args.resume, args.config, args.overrides), args.resume, resume=True)
+        if args.out and args.out != args.resume:
+            raise UserError("--resume writes to the run's own directory: drop --out")
+        config = resume_config(args.resume, args.config, args.overrides)
+    # the host allocator before jax.distributed starts its threads (host_memory: glibc's arena limit)
+    host_memory.configure(config.parallel.host_malloc)
+    _start_processes(args)
+    train_and_evaluate(config, args.resume or args.out, resume=bool(args.resume))
 
 
 def _schedule(args, config) -> None:
@@ -265,6 +267,9 @@ def _profile(args, config) -> None:
         raise UserError(
             f"profile --max-load must be >= 0 (0: only flag a loaded machine), got {args.max_load}"
         )
+    from . import host_memory
+
+    host_memory.configure(config.parallel.host_malloc)  # before jax.distributed's threads (see _train)
     _start_processes(args)
     out = args.out or f"runs/profile-{config.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     run_profile(

@@ -20,7 +20,8 @@ a thread heap's 64 MiB is mapped for every step and unmapped after it whatever `
 (glibc's fallback for such heaps). Measured on T-GCN, UC Irvine, 2 fake devices, B = 16, a 675 MiB
 step buffer: the CLI's interrupt watcher thread, started before the Trainer, left 691,000 page faults
 and 1.3-2.0 s of kernel time in every 3.6-4.9 s epoch; configured first, 3 faults and 2.7-3.4 s epochs.
-``train.train_and_evaluate`` configures before it starts any thread; ``arenas`` counts the heaps
+``train.train_and_evaluate`` configures before it starts any thread, the ``train`` and ``profile``
+commands before ``jax.distributed`` starts its own (a 2-process run had 16 heaps); ``arenas`` counts the heaps
 (``summary.json``: ``host_arenas``, 1 when it held).
 """
 
