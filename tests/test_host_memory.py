@@ -121,3 +121,12 @@ def test_retain_holds_for_every_thread_only_when_configured_before_the_first_one
         assert proc.returncode == 0, proc.stderr[-2000:]
         counts[order] = int(proc.stdout.split("ARENAS")[1])
     assert counts["configure-first"] == 1 and counts["thread-first"] >= 2, counts
+
+
+def test_the_heap_count_is_none_where_no_temp_file_can_be_written(monkeypatch, tmp_path):
+    """``arenas`` is a diagnostic of the summary: an unusable temp folder loses the figure, not the run."""
+    import tempfile
+
+    missing = tmp_path / "gone"
+    monkeypatch.setattr(tempfile, "tempdir", str(missing))
+    assert host_memory.arenas() is None
