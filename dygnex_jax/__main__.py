@@ -61,10 +61,13 @@ def _add_multi_process(command) -> None:
     )
 
 
-def _start_processes(args) -> None:
-    """Join the multi-process run the options (or the cluster's environment) describe, if any."""
-    from . import distributed
+def _start_processes(args, config) -> None:
+    """Join the multi-process run the options (or the cluster's environment) describe, if any; the host
+    allocator (``parallel.host_malloc``) first: glibc fixes its arena limit when a second thread first
+    allocates, and ``jax.distributed`` starts threads (host_memory.py)."""
+    from . import distributed, host_memory
 
+    host_memory.configure(config.parallel.host_malloc)
     spec = distributed.resolve(
         args.coordinator, args.num_processes, args.process_id, args.coordinator_timeout
     )
@@ -143,7 +146,6 @@ def _add_simulate(sub) -> None:
 
 
 def _train(args, config) -> None:
-    from . import host_memory
     from .train import train_and_evaluate
 
     if args.resume:
@@ -152,9 +154,7 @@ def _train(args, config) -> None:
         if args.out and args.out != args.resume:
             raise UserError("--resume writes to the run's own directory: drop --out")
         config = resume_config(args.resume, args.config, args.overrides)
-    # the host allocator before jax.distributed starts its threads (host_memory: glibc's arena limit)
-    host_memory.configure(config.parallel.host_malloc)
-    _start_processes(args)
+    _start_processes(args, config)
     train_and_evaluate(config, args.resume or args.out, resume=bool(args.resume))
 
 
@@ -267,10 +267,7 @@ def _profile(args, config) -> None:
         raise UserError(
             f"profile --max-load must be >= 0 (0: only flag a loaded machine), got {args.max_load}"
         )
-    from . import host_memory
-
-    host_memory.configure(config.parallel.host_malloc)  # before jax.distributed's threads (see _train)
-    _start_processes(args)
+    _start_processes(args, config)
     out = args.out or f"runs/profile-{config.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     run_profile(
         config, out, n_steps=args.steps, repeats=args.repeats, cache=not args.no_cache, max_load=args.max_load
