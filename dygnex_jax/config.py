@@ -319,10 +319,10 @@ class ParallelConfig:
     # this process's devices). Whole-window steps that need more run as micro-steps whose gradients
     # are summed before one update (the same update); see memory.py. inf: never split.
     memory_gb: float = key(0.0, "[0, inf]")
-    # Host memory (host_memory.py): "retain" = the C library (glibc) keeps freed memory for the next
-    # step instead of returning it to the kernel and faulting it in again (CPU steps 1.3-1.6x faster,
-    # the same peak); "system" = the C library's defaults. Process-wide; no effect on results.
-    host_malloc: str = key("retain", choices=_HOST_MALLOC)
+    # Host memory (host_memory.py): "system" = the C library's defaults; "retain" = glibc keeps freed memory
+    # for the next step (T-GCN 0.8x the step, but GCRN-GRU 3x the peak RSS, EvolveGCN-O at 8 devices 1.3x
+    # the step: tools/bench_host_malloc.py). Process-wide; no effect on results.
+    host_malloc: str = key("system", choices=_HOST_MALLOC)
 
 
 @dataclasses.dataclass

@@ -85,7 +85,7 @@ def signature(config, *, num_features: int, layout: str, devices: int, processes
         "processes": int(processes),
         "platform": platform,
         "machine": machine(),
-        # a retained heap makes CPU steps 1.3-1.6x faster: profiles under the other setting do not apply
+        # the host allocator moves CPU step times (0.7-1.3x): profiles under the other setting do not apply
         "host_malloc": config.parallel.host_malloc,
         "program": STEP_PROGRAM,
     }

@@ -8,10 +8,19 @@ page by page, zeroed by the kernel. Measured on T-GCN, UC Irvine, 16 windows on 
 
 ``retain`` tells glibc (``mallopt``) to serve every block from one heap (one arena, no mmap'd blocks,
 1 GiB of top padding) and never to give freed memory back (no trim): the buffers of the last step are
-reused by the next, 0 page faults per step, 2.6-3.1 s steps, the same peak RSS (the peak is what a step
-needs either way; the memory simply stays with the process until it exits). ``system`` leaves the C
+reused by the next, 0 page faults per step, 2.6-3.1 s steps. ``system`` (the default) leaves the C
 library as it is. The setting is process-wide and one-way (a process that retained keeps retaining); it
 changes no result, only where buffers live. Without glibc (macOS, musl) it does nothing and says so.
+
+What ``retain`` costs (2026-12-06, ``tools/bench_host_malloc.py``): XLA asks for its buffers with
+``posix_memalign(64, n)``, and glibc before 2.38 serves an aligned request by asking its heap for
+n + 64 + 32 bytes; the hole a freed n-byte buffer leaves fits it only while its neighbours are free too.
+When another allocation lands beside it (the next step packed on the prefetch thread), the next step's
+buffer goes to fresh heap and the hole stays empty: GCRN-GRU at B = 32, one 2.55 GB temporary buffer a
+step, held 5.1-9.6 GB resident under ``retain`` against 3.0 GB under ``system`` (``heap()`` showed 6.5 GB
+of the heap free). With many fake devices the one arena's lock also slows XLA's threads (EvolveGCN-O on
+8 devices). So ``retain`` pays where a step's buffers are large and re-used in place (T-GCN, 2 devices:
+0.7-0.9x the step) and costs memory or time elsewhere.
 
 ``configure`` must come before any other thread of the process allocates: glibc fixes its limit of
 arenas (one heap per thread, up to 8 per core) when a second thread first allocates, and a later
@@ -100,6 +109,26 @@ def arenas() -> int | None:
             return f.read().count("<heap nr=")
     except OSError:
         return None
+
+
+class _MallInfo2(ctypes.Structure):  # glibc >= 2.33's struct mallinfo2
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()
+    ]
+
+
+def heap() -> dict | None:
+    """The memory glibc's malloc holds now (``mallinfo2``): ``bytes`` its heaps span, ``in_use`` the part
+    allocated, ``mapped`` the blocks in mappings of their own; None without glibc >= 2.33. Under
+    ``retain`` ``bytes - in_use`` between steps is freed memory kept for reuse, or left in holes a step's
+    buffers no longer fit (module docstring)."""
+    libc = _glibc()
+    if libc is None or not hasattr(libc, "mallinfo2"):
+        return None
+    libc.mallinfo2.restype = _MallInfo2
+    info = libc.mallinfo2()
+    return {"bytes": int(info.arena), "in_use": int(info.uordblks), "mapped": int(info.hblkhd)}
 
 
 def state() -> str:

@@ -291,6 +291,7 @@ def summarize_run(config: Config, trainer, history: list[dict]) -> dict:
         # the persistent compilation cache: folder, hits and misses of this process, bytes it holds
         "host_malloc": host_memory.state(),  # parallel.host_malloc as it holds in this process
         "host_arenas": host_memory.arenas(),  # glibc's heaps: 1 when retain came before every thread
+        "host_heap": host_memory.heap(),  # what glibc's malloc holds at the end: spanned, in use, mapped
         "compile_cache": compile_cache.stats()
         | {"bytes": compile_cache.size_bytes(compile_cache.stats()["dir"])},
         # peak host RSS and device bytes (None where JAX reports none) of the whole run, this process's

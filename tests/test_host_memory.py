@@ -57,6 +57,38 @@ def test_a_retained_heap_keeps_freed_buffers_and_faults_no_page_in_again():
     assert returned < 1 << 20 and faults < 1000
 
 
+HEAP = """
+import sys
+import numpy as np
+from dygnex_jax import host_memory
+host_memory.configure(sys.argv[1])
+block = np.ones(64 << 20 >> 3)  # 64 MiB, above glibc's largest mmap threshold
+during = host_memory.heap()
+del block
+after = host_memory.heap()
+print("HEAP", *(d[k] for d in (during, after) for k in ("bytes", "in_use", "mapped")))
+"""
+
+
+@pytest.mark.skipif(host_memory.heap() is None, reason="needs glibc >= 2.33 (mallinfo2)")
+def test_the_heap_figure_says_where_a_large_block_lives_and_whether_it_is_kept():
+    """``heap()`` (summary.json's host_heap): with the C library's defaults a 64 MiB block lives in a
+    mapping of its own and goes back to the kernel when freed; retained it lives in the heap, and the heap
+    keeps spanning it once it is freed (in_use falls, bytes does not)."""
+    mib = 64 << 20
+    for mode in ("system", "retain"):
+        proc = run_python(["-c", HEAP, mode], timeout=600)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        line = next(x for x in proc.stdout.splitlines() if x.startswith("HEAP "))
+        bytes_, in_use, mapped, bytes_after, in_use_after, mapped_after = map(int, line.split()[1:])
+        assert in_use <= bytes_ and in_use_after <= bytes_after
+        if mode == "system":
+            assert mapped >= mib and mapped_after < mib, line
+        else:
+            assert mapped < mib and in_use >= mib, line
+            assert bytes_after >= mib and in_use_after < mib, line
+
+
 def test_configure_is_one_way_and_checks_its_mode(monkeypatch):
     monkeypatch.setitem(host_memory._state, "mode", None)
     assert host_memory.state() == "unset"

@@ -69,7 +69,13 @@ def test_two_processes_profile_their_own_steps_and_train_with_them(tmp_path, mon
     2-process run with ``schedule.cost_model: auto`` finds it (a 1-process run of 2 devices does not)."""
     cache = tmp_path / "cache"
     monkeypatch.setenv("DYGNEX_COST_MODELS", str(cache))
-    same = ["train.batch_size=4", "parallel.bucket_ratio=1.1", "parallel.min_bucket=8"]
+    # retain: its one heap must be set before jax.distributed's threads (host_arenas below)
+    same = [
+        "train.batch_size=4",
+        "parallel.bucket_ratio=1.1",
+        "parallel.min_bucket=8",
+        "parallel.host_malloc=retain",
+    ]
     prof = tmp_path / "prof"
     proc = launcher(
         2, "--command", "profile", "--", "--config", "configs/smoke.yaml", "--out", prof,
@@ -234,7 +240,10 @@ def test_topology_from_slurm_and_env():
 def test_cli_two_processes_write_once(tmp_path):
     """The real ``train`` command through the launcher: process 0 alone writes; same losses as 1 x 4."""
     multi, single = tmp_path / "multi", tmp_path / "single"
-    proc = launcher(2, "--devices-per-process", 2, "--", "--config", "configs/smoke.yaml", "--out", multi)
+    proc = launcher(
+        2, "--devices-per-process", 2, "--", "--config", "configs/smoke.yaml", "--out", multi,
+        "parallel.host_malloc=retain",
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "[0] epoch 2/2" in proc.stdout and "[1] epoch" not in proc.stdout
     env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4", "JAX_PLATFORMS": "cpu"}
