@@ -2,13 +2,16 @@
 
     python tools/bench_host_malloc.py --json runs/bench_host_malloc.json
     python tools/bench_host_malloc.py --cases tgcn2 gcrn8 --reps 3 --json runs/hm.json
+    python tools/bench_host_malloc.py --settings system thp --json runs/thp.json
 
 Each case trains through ``python -m dygnex_jax train`` (compilation cache off, no evaluation before the
 last epoch) once per setting per repetition, the settings alternated (A B, then B A) so that a drift of a
 shared machine weighs on both. Per run: the median of the steps that compiled nothing (``steps.jsonl``),
 the run's wall seconds, its peak host RSS (the kernel's figure for the child), kernel (system) seconds,
 minor page faults, the heap glibc holds at the end (``summary.json``'s ``host_heap``) and the 1-minute load
-average before it. The table gives each setting's median over repetitions and the ratio retain / system.
+average before it. The table gives each setting's median over repetitions. ``thp`` is ``system`` with
+glibc asked for transparent huge pages on its mappings (``GLIBC_TUNABLES=glibc.malloc.hugetlb=1``, set in
+the child's environment: glibc reads it only at start).
 """
 
 from __future__ import annotations
@@ -35,15 +38,21 @@ CASES = {
     "gcrn8": "configs/egcn_o_bitcoin_otc.yaml model.name=gcrn_gru parallel.devices=8 train.batch_size=32 "
     "train.epochs=4",
 }
-MODES = ("system", "retain")
+# setting -> (parallel.host_malloc, extra environment of the child)
+SETTINGS = {
+    "system": ("system", {}),
+    "retain": ("retain", {}),
+    "thp": ("system", {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}),
+}
 
 
-def train(case: str, mode: str, out: Path) -> dict:
+def train(case: str, setting: str, out: Path) -> dict:
     """One training run in a child process -> its figures."""
+    mode, extra = SETTINGS[setting]
     config, *overrides = CASES[case].split()
     cmd = [sys.executable, "-m", "dygnex_jax", "train", "--config", config, "--out", str(out), *overrides]
     cmd += [f"parallel.host_malloc={mode}", "parallel.compile_cache=off", "eval.every=1000"]
-    env = os.environ | {"XLA_FLAGS": "--xla_force_host_platform_device_count=8"}
+    env = os.environ | {"XLA_FLAGS": "--xla_force_host_platform_device_count=8"} | extra
     load = os.getloadavg()[0]
     start = time.perf_counter()
     with open(out.parent / f"{out.name}.log", "w") as log:
@@ -51,12 +60,12 @@ def train(case: str, mode: str, out: Path) -> dict:
         _, status, usage = os.wait4(child.pid, 0)
     wall = time.perf_counter() - start
     if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"{case} under {mode} failed: see {out.parent / (out.name + '.log')}")
+        raise RuntimeError(f"{case} under {setting} failed: see {out.parent / (out.name + '.log')}")
     steps = [json.loads(line) for line in open(out / "steps.jsonl")]
     summary = json.loads((out / "summary.json").read_text())
     return {
         "case": case,
-        "mode": mode,
+        "mode": setting,
         "load": load,
         "wall_seconds": wall,
         "step_median": statistics.median(s["seconds"] for s in steps if not s["compiled"]),
@@ -68,13 +77,13 @@ def train(case: str, mode: str, out: Path) -> dict:
     }
 
 
-def table(runs: list[dict]) -> str:
+def table(runs: list[dict], settings) -> str:
     rows = [
         "| case | setting | runs | step s (median) | run s | peak RSS GiB | kernel s | faults (M) | heap GiB | load |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for case in dict.fromkeys(r["case"] for r in runs):
-        for mode in MODES:
+        for mode in settings:
             mine = [r for r in runs if r["case"] == case and r["mode"] == mode]
             if not mine:
                 continue
@@ -96,6 +105,7 @@ def table(runs: list[dict]) -> str:
 def main(argv=None) -> int:
     p = ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
+    p.add_argument("--settings", nargs="+", default=["system", "retain"], choices=list(SETTINGS))
     p.add_argument("--reps", type=int, default=2, help="runs per setting and case (default 2)")
     p.add_argument("--json", type=Path, default=None, help="write every run and the table here")
     a = p.parse_args(argv)
@@ -103,7 +113,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench_host_malloc_") as tmp:
         for rep in range(a.reps):
             for case in a.cases:
-                for mode in MODES if rep % 2 == 0 else MODES[::-1]:
+                for mode in a.settings if rep % 2 == 0 else a.settings[::-1]:
                     run = train(case, mode, Path(tmp) / f"{case}_{mode}_{rep}")
                     runs.append(run | {"rep": rep})
                     print(
@@ -112,7 +122,7 @@ def main(argv=None) -> int:
                         f"load {run['load']:.1f}",
                         flush=True,
                     )
-    text = table(runs)
+    text = table(runs, a.settings)
     print(text)
     if a.json:
         atomic_write_text(
