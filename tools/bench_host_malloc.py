@@ -32,6 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 CASES = {
     "tgcn2": "configs/egcn_o_uci.yaml model.name=tgcn model.egcn_gru=rows parallel.devices=2 train.batch_size=16 "
     "train.epochs=6",
+    "egcn1": "configs/egcn_o_bitcoin_otc.yaml parallel.devices=1 train.batch_size=32 train.epochs=10",
     "egcn8": "configs/egcn_o_bitcoin_otc.yaml parallel.devices=8 train.batch_size=32 train.epochs=10",
     "gcrn1": "configs/egcn_o_bitcoin_otc.yaml model.name=gcrn_gru parallel.devices=1 train.batch_size=32 "
     "train.epochs=4",
