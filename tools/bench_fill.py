@@ -10,6 +10,15 @@ device's windows is packed into that same budget, so the four variants run one c
 differ only in how much of it is real work. The variants are timed round-robin, ``--repeats`` times each
 after one warm-up round (medians), for ``--draws`` random steps. Printed and saved: each variant's budget,
 real load (the largest device's nodes, edges, pairs), median seconds, and its time over the full step's.
+
+With ``--same-budget`` it asks the other question: do two datasets' steps cost the same on one budget?
+Each draw packs one full step per dataset, the largest of their budgets (column by column) becomes every
+dataset's planned budget, and the datasets' steps — one program, their own windows — are timed
+round-robin; each row gives its time over the first dataset's.
+
+With ``--budgets N,E,Q,K ...`` it times given budgets (a run's planned ones, say, from ``summary.json``)
+with the same small step of the first dataset (one window a device) on each, round-robin: what each
+budget costs as a program, without the run's windows, packing or schedule around it.
 """
 
 from __future__ import annotations
@@ -25,8 +34,9 @@ import numpy as np
 
 from dygnex_jax import parallel
 from dygnex_jax.config import load_config
-from dygnex_jax.errors import ArgumentParser, run_tool
+from dygnex_jax.errors import ArgumentParser, UserError, run_tool
 from dygnex_jax.files import atomic_write_text
+from dygnex_jax.padding import Budget
 from dygnex_jax.train import Trainer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -42,13 +52,18 @@ def timed(trainer: Trainer, batch) -> float:
     return time.perf_counter() - start
 
 
+def draw_step(trainer: Trainer, rng, batch_size: int) -> tuple[list[list[int]], Budget]:
+    """``batch_size`` random training windows split over the devices, and the budget they pack on alone."""
+    n = len(trainer.train_costs)
+    ids = rng.choice(n, size=min(batch_size, n), replace=False)
+    parts = [list(map(int, part)) for part in np.array_split(ids, trainer.n_devices)]
+    trainer.planned = None
+    return parts, trainer.pack(parts, "train", epoch=0)[2]
+
+
 def measure(trainer: Trainer, rng, batch_size: int, repeats: int) -> list[dict]:
     """One random step and its thinner variants on the full step's budget -> one row per variant."""
-    p = trainer.n_devices
-    ids = rng.choice(len(trainer.train_costs), size=min(batch_size, len(trainer.train_costs)), replace=False)
-    parts = [list(map(int, part)) for part in np.array_split(ids, p)]
-    trainer.planned = None
-    _, _, budget = trainer.pack(parts, "train", epoch=0)
+    parts, budget = draw_step(trainer, rng, batch_size)
     trainer.planned = [budget]  # every variant runs on the full step's budget
     variants = []
     for frac in FRACTIONS:
@@ -78,37 +93,58 @@ def measure(trainer: Trainer, rng, batch_size: int, repeats: int) -> list[dict]:
     ]
 
 
-def main(argv=None) -> int:
-    ap = ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--config", default="configs/egcn_o_bitcoin_otc.yaml")
-    ap.add_argument("--datasets", nargs="+", default=["bitcoin_otc", "uci_collegemsg"])
-    ap.add_argument("--devices", type=int, default=1)
-    ap.add_argument("--batch", type=int, default=32)
-    ap.add_argument("--draws", type=int, default=4, help="random steps per dataset (default 4)")
-    ap.add_argument("--repeats", type=int, default=7, help="timed runs of each variant (default 7)")
-    ap.add_argument("--set", action="append", default=[], help="extra key=value for every run")
-    ap.add_argument("--json", type=Path, default=None)
-    a = ap.parse_args(argv)
-    for name in ("devices", "batch", "draws", "repeats"):
-        if getattr(a, name) < 1:
-            ap.error(f"--{name} must be at least 1")
+def same_budget(trainers: dict[str, Trainer], rngs: dict, batch_size: int, repeats: int) -> list[dict]:
+    """One full step per dataset, all on the largest of their budgets -> one row per dataset."""
+    drawn = {name: draw_step(t, rngs[name], batch_size) for name, t in trainers.items()}
+    budget = Budget(*np.max([b.as_tuple() for _, b in drawn.values()], axis=0).tolist())
+    batches = {}
+    for name, t in trainers.items():
+        t.planned = [budget]
+        batch, _, got = t.pack(drawn[name][0], "train", epoch=0)
+        if got != budget:
+            raise RuntimeError(f"{name}'s step packed on {got}, not the common {budget}")
+        batches[name] = batch
+    seconds = {name: [] for name in trainers}
+    for rep in range(repeats + 1):  # round 0 compiles and warms up
+        for name, t in trainers.items():
+            took = timed(t, batches[name])
+            if rep:
+                seconds[name].append(took)
+    first = statistics.median(seconds[next(iter(trainers))])
+    return [
+        {
+            "dataset": name,
+            "own_budget": list(drawn[name][1].as_tuple()),
+            "budget": list(budget.as_tuple()),
+            "seconds_median": statistics.median(seconds[name]),
+            "seconds": seconds[name],
+            "over_first": statistics.median(seconds[name]) / first,
+        }
+        for name in trainers
+    ]
+
+
+def trainer_for(a, dataset: str) -> Trainer:
+    overrides = [
+        f"data.dataset={dataset}",
+        f"parallel.devices={a.devices}",
+        f"train.batch_size={a.batch}",
+        "parallel.prefetch=0",
+        "parallel.compile_cache=off",
+        *a.set,
+    ]
+    return Trainer(load_config(REPO / a.config, overrides))
+
+
+def fills(a) -> tuple[list[dict], str]:
     rows = []
     for dataset in a.datasets:
-        overrides = [
-            f"data.dataset={dataset}",
-            f"parallel.devices={a.devices}",
-            f"train.batch_size={a.batch}",
-            "parallel.prefetch=0",
-            "parallel.compile_cache=off",
-            *a.set,
-        ]
         load = os.getloadavg()[0]
-        trainer = Trainer(load_config(REPO / a.config, overrides))
+        trainer = trainer_for(a, dataset)
         rng = np.random.default_rng(trainer.config.train.seed)
         for draw in range(a.draws):
             for row in measure(trainer, rng, a.batch, a.repeats):
-                row |= {"dataset": dataset, "draw": draw, "load_before": load}
-                rows.append(row)
+                rows.append(row | {"dataset": dataset, "draw": draw, "load_before": load})
                 print(
                     f"{dataset} draw {draw} fill {row['fraction']:.2f}: budget {row['budget']} real "
                     f"{[round(x) for x in row['real_max_load']]} {row['seconds_median'] * 1e3:.1f} ms "
@@ -125,7 +161,94 @@ def main(argv=None) -> int:
             each = " / ".join(f"{r['over_full']:.3f}" for r in mine)
             med = statistics.median(r["over_full"] for r in mine)
             lines.append(f"| {dataset} | {frac:.0%} | {med:.3f} ({each}) | {mine[0]['load_before']:.1f} |")
-    text = "\n".join(lines)
+    return rows, "\n".join(lines)
+
+
+def same(a) -> tuple[list[dict], str]:
+    trainers = {d: trainer_for(a, d) for d in a.datasets}
+    rngs = {d: np.random.default_rng(t.config.train.seed) for d, t in trainers.items()}
+    rows = []
+    for draw in range(a.draws):
+        load = os.getloadavg()[0]
+        for row in same_budget(trainers, rngs, a.batch, a.repeats):
+            rows.append(row | {"draw": draw, "load_before": load})
+            print(
+                f"draw {draw} {row['dataset']}: own budget {row['own_budget']} on {row['budget']} "
+                f"{row['seconds_median'] * 1e3:.1f} ms ({row['over_first']:.3f}x {a.datasets[0]}'s)",
+                flush=True,
+            )
+    lines = [
+        f"| dataset | time over {a.datasets[0]}'s on the same budget (median of draws; each draw) | load |",
+        "|---|---|---|",
+    ]
+    for dataset in a.datasets:
+        mine = [r for r in rows if r["dataset"] == dataset]
+        each = " / ".join(f"{r['over_first']:.3f}" for r in mine)
+        loads = " / ".join(f"{r['load_before']:.1f}" for r in mine)
+        lines.append(
+            f"| {dataset} | {statistics.median(r['over_first'] for r in mine):.3f} ({each}) | {loads} |"
+        )
+    return rows, "\n".join(lines)
+
+
+def given(a) -> tuple[list[dict], str]:
+    budgets = []
+    for text in a.budgets:
+        try:
+            budgets.append(Budget(*(int(x) for x in text.split(","))))
+            if min(budgets[-1].as_tuple()) < 1:
+                raise ValueError
+        except (TypeError, ValueError):
+            msg = f"--budgets {text!r}: give four integers N,E,Q,K >= 1 (nodes, edges, pairs, windows)"
+            raise UserError(msg) from None
+    trainer = trainer_for(a, a.datasets[0])
+    parts, own = draw_step(trainer, np.random.default_rng(trainer.config.train.seed), trainer.n_devices)
+    batches = []
+    for b in budgets:
+        if not b.holds(own):
+            raise UserError(
+                f"--budgets {b.as_tuple()} cannot hold a step of one window a device ({own.as_tuple()})"
+            )
+        trainer.planned = [b]
+        batches.append(trainer.pack(parts, "train", epoch=0)[0])
+    load = os.getloadavg()[0]
+    seconds = [[] for _ in budgets]
+    for rep in range(a.repeats + 1):  # round 0 compiles and warms up
+        for got, batch in zip(seconds, batches):
+            took = timed(trainer, batch)
+            if rep:
+                got.append(took)
+    rows = [
+        {
+            "budget": list(b.as_tuple()),
+            "seconds_median": statistics.median(s),
+            "seconds": s,
+            "load_before": load,
+        }
+        for b, s in zip(budgets, seconds)
+    ]
+    lines = ["| budget (nodes, edges, pairs, windows) | seconds (median) | load |", "|---|---:|---|"]
+    lines += [f"| {r['budget']} | {r['seconds_median']:.4f} | {load:.1f} |" for r in rows]
+    return rows, "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--config", default="configs/egcn_o_bitcoin_otc.yaml")
+    ap.add_argument("--datasets", nargs="+", default=["bitcoin_otc", "uci_collegemsg"])
+    ap.add_argument("--devices", type=int, default=1)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--draws", type=int, default=4, help="random steps per dataset (default 4)")
+    ap.add_argument("--repeats", type=int, default=7, help="timed runs of each variant (default 7)")
+    ap.add_argument("--same-budget", action="store_true", help="the datasets' steps on one common budget")
+    ap.add_argument("--budgets", nargs="+", default=None, help="N,E,Q,K budgets to time as programs")
+    ap.add_argument("--set", action="append", default=[], help="extra key=value for every run")
+    ap.add_argument("--json", type=Path, default=None)
+    a = ap.parse_args(argv)
+    for name in ("devices", "batch", "draws", "repeats"):
+        if getattr(a, name) < 1:
+            ap.error(f"--{name} must be at least 1")
+    rows, text = given(a) if a.budgets else same(a) if a.same_budget else fills(a)
     print(text)
     if a.json:
         payload = {"args": {k: str(v) for k, v in vars(a).items()}, "rows": rows, "table": text}
