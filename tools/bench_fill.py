@@ -52,6 +52,18 @@ def timed(trainer: Trainer, batch) -> float:
     return time.perf_counter() - start
 
 
+def round_robin(runs: list[tuple[Trainer, dict]], repeats: int) -> list[list[float]]:
+    """Seconds of each (trainer, batch) step, ``repeats`` rounds of one run each after a round that
+    compiles and warms up; alternated so that a drift of the machine weighs on all alike."""
+    seconds = [[] for _ in runs]
+    for rep in range(repeats + 1):
+        for got, (trainer, batch) in zip(seconds, runs):
+            took = timed(trainer, batch)
+            if rep:
+                got.append(took)
+    return seconds
+
+
 def draw_step(trainer: Trainer, rng, batch_size: int) -> tuple[list[list[int]], Budget]:
     """``batch_size`` random training windows split over the devices, and the budget they pack on alone."""
     n = len(trainer.train_costs)
@@ -73,12 +85,7 @@ def measure(trainer: Trainer, rng, batch_size: int, repeats: int) -> list[dict]:
             raise RuntimeError(f"a {frac:.0%} step packed on {got}, not the full step's {budget}")
         real = np.max([trainer.train_costs[part].sum(axis=0) for part in step], axis=0)
         variants.append((frac, batch, real))
-    seconds = {frac: [] for frac in FRACTIONS}
-    for rep in range(repeats + 1):  # round 0 compiles and warms up
-        for frac, batch, _ in variants:
-            t = timed(trainer, batch)
-            if rep:
-                seconds[frac].append(t)
+    seconds = dict(zip(FRACTIONS, round_robin([(trainer, batch) for _, batch, _ in variants], repeats)))
     full = statistics.median(seconds[1.0])
     return [
         {
@@ -104,12 +111,7 @@ def same_budget(trainers: dict[str, Trainer], rngs: dict, batch_size: int, repea
         if got != budget:
             raise RuntimeError(f"{name}'s step packed on {got}, not the common {budget}")
         batches[name] = batch
-    seconds = {name: [] for name in trainers}
-    for rep in range(repeats + 1):  # round 0 compiles and warms up
-        for name, t in trainers.items():
-            took = timed(t, batches[name])
-            if rep:
-                seconds[name].append(took)
+    seconds = dict(zip(trainers, round_robin([(t, batches[name]) for name, t in trainers.items()], repeats)))
     first = statistics.median(seconds[next(iter(trainers))])
     return [
         {
@@ -212,12 +214,7 @@ def given(a) -> tuple[list[dict], str]:
         trainer.planned = [b]
         batches.append(trainer.pack(parts, "train", epoch=0)[0])
     load = os.getloadavg()[0]
-    seconds = [[] for _ in budgets]
-    for rep in range(a.repeats + 1):  # round 0 compiles and warms up
-        for got, batch in zip(seconds, batches):
-            took = timed(trainer, batch)
-            if rep:
-                got.append(took)
+    seconds = round_robin([(trainer, batch) for batch in batches], a.repeats)
     rows = [
         {
             "budget": list(b.as_tuple()),
