@@ -27,13 +27,13 @@ import json
 import os
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 from dygnex_jax import parallel
 from dygnex_jax.config import load_config
+from dygnex_jax.epoch_loop import run_step
 from dygnex_jax.errors import ArgumentParser, UserError, run_tool
 from dygnex_jax.files import atomic_write_text
 from dygnex_jax.padding import Budget
@@ -44,21 +44,14 @@ REPO = Path(__file__).resolve().parents[1]
 FRACTIONS = (1.0, 0.75, 0.5, 0.25)
 
 
-def timed(trainer: Trainer, batch) -> float:
-    sharded = parallel.shard_batch(trainer.mesh, batch)
-    start = time.perf_counter()
-    trainer.params, trainer.opt_state, stats = trainer.train_step(trainer.params, trainer.opt_state, sharded)
-    float(stats["loss"])
-    return time.perf_counter() - start
-
-
-def round_robin(runs: list[tuple[Trainer, dict]], repeats: int) -> list[list[float]]:
-    """Seconds of each (trainer, batch) step, ``repeats`` rounds of one run each after a round that
-    compiles and warms up; alternated so that a drift of the machine weighs on all alike."""
+def round_robin(runs: list[tuple[Trainer, dict, Budget]], repeats: int) -> list[list[float]]:
+    """Seconds of each (trainer, host batch, budget) step as training times it (``epoch_loop.run_step``),
+    ``repeats`` rounds of one run each after a round that compiles and warms up; alternated so that a
+    drift of the machine weighs on all alike."""
     seconds = [[] for _ in runs]
     for rep in range(repeats + 1):
-        for got, (trainer, batch) in zip(seconds, runs):
-            took = timed(trainer, batch)
+        for got, (trainer, batch, budget) in zip(seconds, runs):
+            took = run_step(trainer, parallel.shard_batch(trainer.mesh, batch), budget)[1]
             if rep:
                 got.append(took)
     return seconds
@@ -85,7 +78,9 @@ def measure(trainer: Trainer, rng, batch_size: int, repeats: int) -> list[dict]:
             raise RuntimeError(f"a {frac:.0%} step packed on {got}, not the full step's {budget}")
         real = np.max([trainer.train_costs[part].sum(axis=0) for part in step], axis=0)
         variants.append((frac, batch, real))
-    seconds = dict(zip(FRACTIONS, round_robin([(trainer, batch) for _, batch, _ in variants], repeats)))
+    seconds = dict(
+        zip(FRACTIONS, round_robin([(trainer, batch, budget) for _, batch, _ in variants], repeats))
+    )
     full = statistics.median(seconds[1.0])
     return [
         {
@@ -111,7 +106,9 @@ def same_budget(trainers: dict[str, Trainer], rngs: dict, batch_size: int, repea
         if got != budget:
             raise RuntimeError(f"{name}'s step packed on {got}, not the common {budget}")
         batches[name] = batch
-    seconds = dict(zip(trainers, round_robin([(t, batches[name]) for name, t in trainers.items()], repeats)))
+    seconds = dict(
+        zip(trainers, round_robin([(t, batches[name], budget) for name, t in trainers.items()], repeats))
+    )
     first = statistics.median(seconds[next(iter(trainers))])
     return [
         {
@@ -214,7 +211,7 @@ def given(a) -> tuple[list[dict], str]:
         trainer.planned = [b]
         batches.append(trainer.pack(parts, "train", epoch=0)[0])
     load = os.getloadavg()[0]
-    seconds = round_robin([(trainer, batch) for batch in batches], a.repeats)
+    seconds = round_robin([(trainer, batch, b) for batch, b in zip(batches, budgets)], a.repeats)
     rows = [
         {
             "budget": list(b.as_tuple()),
