@@ -87,6 +87,13 @@ def _add_schedule_and_profile(sub) -> None:
     prof.add_argument("--steps", type=int, default=24, help="steps to time (default 24)")
     prof.add_argument("--repeats", type=int, default=3, help="timed runs per step after its compile")
     prof.add_argument(
+        "--design",
+        default="bands",
+        choices=("bands", "designed", "mixed"),
+        help="which budgets to time: bands (similar windows, small to large), designed (nodes, edges, "
+        "pairs varied apart) or mixed (default bands)",
+    )
+    prof.add_argument(
         "--no-cache", action="store_true", help="do not add the profile to this machine's cost-model cache"
     )
     prof.add_argument(
@@ -270,7 +277,13 @@ def _profile(args, config) -> None:
     _start_processes(args, config)
     out = args.out or f"runs/profile-{config.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     run_profile(
-        config, out, n_steps=args.steps, repeats=args.repeats, cache=not args.no_cache, max_load=args.max_load
+        config,
+        out,
+        n_steps=args.steps,
+        repeats=args.repeats,
+        cache=not args.no_cache,
+        max_load=args.max_load,
+        design_kind=args.design,
     )
 
 

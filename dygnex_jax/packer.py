@@ -82,13 +82,22 @@ class Packer:
     def eval_per_step(self) -> int:
         return max(self.config.eval.batch_size, self.n_devices)
 
-    def pack(self, step: list, split: str, epoch: int, rows: list[int] | None = None, groups: int = 0):
+    def pack(
+        self,
+        step: list,
+        split: str,
+        epoch: int,
+        rows: list[int] | None = None,
+        groups: int = 0,
+        budget: Budget | None = None,
+    ):
         """Window positions (in ``split``) per device or group -> (host batch [L, ...], work [groups],
         budget).
 
-        The budget is the maximum over all groups (every process computes it alike). ``groups``: pack
-        that many groups instead of P (the micro-batches of snapshot partition; then all are packed).
-        Else only the ``rows`` devices (default: this process's, ``local_rows``) are packed.
+        The budget is the maximum over all groups (every process computes it alike), or ``budget`` where
+        given (it must hold the step: a ValueError if not). ``groups``: pack that many groups instead of
+        P (the micro-batches of snapshot partition; then all are packed). Else only the ``rows`` devices
+        (default: this process's, ``local_rows``) are packed.
         """
         groups = groups or self.n_devices
         split_ids = self.windows.splits[split]
@@ -98,7 +107,12 @@ class Packer:
         per_step = min(per_step, len(split_ids))  # a batch larger than the split holds all of it
         need = exact_need(work, -(-per_step // groups), self.layout)
         p = self.config.parallel
-        budget = self.train_budget(need) if split == "train" else bucketed(need, p.bucket_ratio, p.min_bucket)
+        if budget is None:
+            budget = (
+                self.train_budget(need) if split == "train" else bucketed(need, p.bucket_ratio, p.min_bucket)
+            )
+        elif not budget.holds(need):
+            raise ValueError(f"budget {budget.as_tuple()} cannot hold the step's need {need.as_tuple()}")
         if rows is None:
             rows = self.local_rows if groups == self.n_devices else range(groups)
         return self.pack_budget([work[r] for r in rows], budget), work, budget

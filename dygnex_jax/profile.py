@@ -1,9 +1,14 @@
 """Profiling: time real SPMD train steps over a spread of packed sizes and fit the cost model.
 
-``python -m dygnex_jax profile --config X [--out DIR] [--steps N]`` builds steps of 1, 2, ... windows
-per device drawn from the training windows (small to large), runs each budget once to compile it and
-then times it ``repeats`` times (median), and fits ``seconds ≈ coef · features(padded budget)`` by
-non-negative least squares (``schedule/cost.py``). The mean absolute % error is measured on held-out
+``python -m dygnex_jax profile --config X [--out DIR] [--steps N] [--design D]`` times N train steps,
+each budget run once to compile it and then ``repeats`` times (median), and fits ``seconds ≈ coef ·
+features(padded budget)`` by non-negative least squares (``schedule/cost.py``). Which budgets
+(``--design``): ``bands`` — steps of 1, 2, ... windows per device drawn from bands of similar training
+windows, small to large, each on its own bucket: nodes, edges and pairs rise together (correlation
+~0.98), so the fit cannot tell a node's price from a pair's; ``designed`` — budgets whose nodes, edges
+and pairs are drawn apart (a Latin hypercube over the log of each one's range, the least correlated of
+several draws), each filled with as many real training windows as it holds (a step's time depends on
+its budget, not its fill, to ~8 %: ``tools/bench_fill.py``); ``mixed`` — the two alternately. The mean absolute % error is measured on held-out
 steps. The model is saved as JSON (``schedule.cost_model=PATH`` uses it) and, unless ``--no-cache``,
 added to this machine's cost-model cache (``cost_cache.py``), which training uses by default
 (``schedule.cost_model: auto``): the scheduler's alpha/beta/gamma become seconds per node, edge and
@@ -27,15 +32,37 @@ from . import cost_cache, distributed, parallel
 from .config import Config
 from .errors import UserError
 from .files import atomic_write_text, json_text
+from .graphs import Budget, exact_need
+from .padding import aligned, bucketed, edge_need, layout_view
 from .schedule.cost import CostModel, fit, held_out_errors, window_features
 from .train import Trainer
 
+DESIGNS = ("bands", "designed", "mixed")
 
-def time_step(trainer: Trainer, step: list, repeats: int) -> tuple[np.ndarray, float, float, float]:
+
+def beside_step(trainer: Trainer, seed: int) -> tuple[list, Budget]:
+    """A full training step (B random training windows over the P devices) and its bucket: what the
+    profile packs beside each timed run, as training's prefetch packs the next full step whatever the
+    size of the step running (packing the timed step itself, a designed budget's few windows or a small
+    band step, made the beside-packing lighter than training's)."""
+    n = len(trainer.train_costs)
+    ids = np.random.default_rng(seed + 7).choice(
+        n, size=min(trainer.config.train.batch_size, n), replace=False
+    )
+    step = [list(map(int, part)) for part in np.array_split(ids, trainer.n_devices)]
+    work = [trainer.device_work(trainer.windows.splits["train"][part], "train", 0) for part in step]
+    p, slots = trainer.config.parallel, -(-len(ids) // trainer.n_devices)
+    return step, bucketed(exact_need(work, slots, trainer.layout), p.bucket_ratio, p.min_bucket)
+
+
+def time_step(
+    trainer: Trainer, step: list, repeats: int, next_step: tuple[list, Budget] | None = None
+) -> tuple[np.ndarray, float, float, float]:
     """(padded work [3], median seconds, compile seconds, median seconds alone) of one train step: the
     first run compiles (its time less the median is the compilation's), the next ``repeats`` are timed.
-    With ``parallel.prefetch`` > 0 (the default) a background thread packs and places a step of the same
-    windows while each timed run goes, as training's prefetch does with the next step: on a 2-core
+    With ``parallel.prefetch`` > 0 (the default) a background thread packs and places ``next_step`` (a full
+    training step and its budget, ``beside_step``; default: the timed step) while each timed run goes,
+    as training's prefetch does with the next step: on a 2-core
     machine that contention is part of what a training step costs (measured: Bitcoin-Alpha at 1 device,
     0.252 s steps without prefetch, 0.321 s with it). An epoch's last step has no next step to pack:
     each repeat is also timed alone, interleaved with the runs beside the packing (without prefetch,
@@ -44,7 +71,11 @@ def time_step(trainer: Trainer, step: list, repeats: int) -> tuple[np.ndarray, f
     beside = trainer.config.parallel.prefetch > 0
 
     def pack_next():
-        return parallel.shard_batch(trainer.mesh, trainer.pack(step, "train", epoch=0)[0])
+        if next_step is None:
+            return parallel.shard_batch(trainer.mesh, trainer.pack(step, "train", epoch=0)[0])
+        return parallel.shard_batch(
+            trainer.mesh, trainer.pack(next_step[0], "train", epoch=0, budget=next_step[1])[0]
+        )
 
     def run(pool) -> float:
         sharded = parallel.shard_batch(trainer.mesh, batch)
@@ -93,13 +124,88 @@ def profile_steps(trainer: Trainer, n_steps: int, seed: int) -> list[list]:
     return steps
 
 
+def _design_points(lo: np.ndarray, hi: np.ndarray, n: int, seed: int) -> np.ndarray:
+    """[n, 3] points of a Latin hypercube over [lo, hi] in the log of each column: of 16 draws, the
+    one whose columns (the values, as the fit sees them) correlate least (the largest |r| smallest)."""
+    from scipy.stats import qmc
+
+    best, best_r = None, np.inf
+    span = np.log(np.maximum(hi, lo + 1.0)) - np.log(lo)
+    for k in range(16):
+        unit = qmc.LatinHypercube(d=3, seed=seed + k).random(n)
+        pts = np.exp(np.log(lo) + unit * span)
+        r = np.abs(np.corrcoef(pts.T)[np.triu_indices(3, 1)]).max() if n > 2 else 0.0
+        if r < best_r:
+            best, best_r = pts, r
+    return best
+
+
+def _fill(target: np.ndarray, costs: np.ndarray, profile: np.ndarray, order, slots: int, layout: str) -> list:
+    """A device's windows: those of ``order`` that, added in turn, keep its need (nodes + 1, edges as
+    the layout counts them, pairs) within ``target``, at most ``slots``; the first window of ``order``
+    when none fits."""
+    chosen, nodes, pairs, edges = [], 1.0, 0.0, np.zeros(profile.shape[1])
+    for i in order:
+        e = edges + profile[i]
+        need = np.array([nodes + costs[i, 0], edge_need(e, layout), pairs + costs[i, 2]])
+        if np.all(need <= target):
+            chosen.append(int(i))
+            nodes, edges, pairs = need[0], e, need[2]
+            if len(chosen) == slots:
+                break
+    return chosen or [int(order[0])]
+
+
+def designed_steps(trainer: Trainer, n_steps: int, seed: int) -> list[tuple[list, Budget]]:
+    """``n_steps`` (step, budget) pairs: budgets whose nodes, edges and pairs vary apart over the range
+    a step of this run can need — from the lightest window's (per column) to the sum of the ``slots``
+    heaviest windows' (slots = ceil(B / P)), log-spaced (``_design_points``) — each filled with the
+    training windows it holds (every device its own random order, ``_fill``) and raised, where a
+    device's first window alone is larger, to hold the step (aligned to 8, as planned budgets are)."""
+    rng = np.random.default_rng(seed)
+    p = trainer.n_devices
+    costs = trainer.train_costs
+    profile = layout_view(costs, trainer.windows.edge_profile("train"), trainer.layout)[1]
+    slots = -(-min(trainer.config.train.batch_size, len(costs)) // p)
+    top = np.sort(costs, axis=0)[::-1][:slots].sum(axis=0)
+    lo = np.maximum(costs.min(axis=0), 1.0) + [1.0, 0.0, 0.0]
+    hi = np.maximum(top + [1.0, 0.0, 0.0], lo)
+    steps = []
+    for point in _design_points(lo, hi, n_steps, seed):
+        step = [
+            _fill(point, costs, profile, rng.permutation(len(costs)), slots, trainer.layout) for _ in range(p)
+        ]
+        work = [trainer.device_work(trainer.windows.splits["train"][part], "train", 0) for part in step]
+        need = exact_need(work, slots, trainer.layout)
+        want = Budget(*np.ceil(point).astype(int).tolist(), slots)
+        steps.append((step, aligned(Budget(*np.maximum(want.as_tuple(), need.as_tuple()).tolist()), 8)))
+    return steps
+
+
+def design(trainer: Trainer, kind: str, n_steps: int, seed: int) -> list[tuple[list, Budget | None]]:
+    """The (step, budget) pairs a profile of ``kind`` (``DESIGNS``) times: a band step's budget is its
+    bucket (None), a designed step's its own."""
+    if kind not in DESIGNS:
+        raise UserError(f"profile --design {kind!r}: use one of {', '.join(DESIGNS)}")
+    if kind == "bands":
+        return [(s, None) for s in profile_steps(trainer, n_steps, seed)]
+    if kind == "designed":
+        return designed_steps(trainer, n_steps, seed)
+    bands = [(s, None) for s in profile_steps(trainer, (n_steps + 1) // 2, seed)]
+    made = designed_steps(trainer, n_steps // 2, seed)
+    return [bands[i // 2] if i % 2 == 0 else made[i // 2] for i in range(n_steps)]
+
+
 def time_steps(trainer: Trainer, steps: list, repeats: int, log) -> dict:
-    """Every distinct budget among ``steps``: {"rows": padded work, "seconds": median seconds (beside the
-    next step's packing), "seconds_alone": median seconds alone, "compiles": compile seconds}."""
+    """Every distinct budget among ``steps`` ((step, budget) pairs; a budget of None: the step's
+    bucket): {"rows": padded work, "seconds": median seconds (beside the next step's packing),
+    "seconds_alone": median seconds alone, "compiles": compile seconds}."""
     got = {"rows": [], "seconds": [], "seconds_alone": [], "compiles": []}
     seen: set[tuple] = set()
-    for i, step in enumerate(steps):
-        work, sec, comp, alone = time_step(trainer, step, repeats)
+    next_step = beside_step(trainer, trainer.config.train.seed)
+    for i, (step, budget) in enumerate(steps):
+        trainer.planned = None if budget is None else [budget]
+        work, sec, comp, alone = time_step(trainer, step, repeats, next_step)
         log(
             f"profile step {i + 1}/{len(steps)}: nodes {work[0]:.0f} edges {work[1]:.0f} pairs {work[2]:.0f}  "
             f"{sec * 1e3:.1f} ms, alone {alone * 1e3:.1f} ms (compiled in {comp:.2f} s)"
@@ -185,6 +291,7 @@ def run_profile(
     log=print,
     cache: bool = True,
     max_load: float = 0.0,
+    design_kind: str = "bands",
 ) -> CostModel:
     """Time ``n_steps`` steps, fit the model on them (``OUT/cost_model.json``, ``OUT/profile.json``) and,
     with ``cache``, add them to this machine's entry for the run's signature (``cost_cache.record``: the
@@ -203,10 +310,9 @@ def run_profile(
     load_before = os.getloadavg()[0]
     if distributed.process_count() == 1:
         _refuse_busy(load_before, max_load)
-    # every step on its own bucket: re-using a larger compiled budget would blur the spread of sizes;
-    # no persistent compilation cache: a compilation is timed cold (a warm cache's hit, ~1 s of tracing
-    # and lowering against ~4 s at 8 fake devices, would price every later run's new budgets too low);
-    # the analytic weights: the profile's steps must not depend on an earlier profile
+    # every step on its own bucket (re-using a larger compiled budget would blur the spread of sizes);
+    # compilations timed cold (a persistent cache's hit, ~1 s against ~4 s at 8 fake devices, would price
+    # later runs' budgets too low); the analytic weights (the steps must not depend on an earlier profile)
     exact = dataclasses.replace(
         config.parallel, budgets="buckets", reuse_slack=0.0, compile_steps=0.0, compile_cache="off"
     )
@@ -217,8 +323,7 @@ def run_profile(
     if distributed.process_count() > 1:  # all processes refuse together: the busiest one's load
         _refuse_busy(load_before := parallel.max_over_processes(load_before), max_load)
     out = Path(out_dir)
-    steps = profile_steps(trainer, n_steps, config.train.seed)
-    timed = time_steps(trainer, steps, repeats, log)
+    timed = time_steps(trainer, design(trainer, design_kind, n_steps, config.train.seed), repeats, log)
     rows, seconds, compiles = timed["rows"], timed["seconds"], timed["compiles"]
     load = [load_before, parallel.max_over_processes(os.getloadavg()[0])]  # the trainer started JAX
     if len(rows) < 5:
@@ -242,6 +347,7 @@ def run_profile(
         "devices": trainer.n_devices,
         "window": w,
         "dataset": trainer.graph.name,
+        "design": design_kind,
         "mape": model.mape,
         "held_out_median_error": float(np.median(held)),
         "load": load,

@@ -208,9 +208,11 @@ class Trainer:
     def device_work(self, window_ids, split: str, epoch: int) -> DeviceWork:
         return self.packer.device_work(window_ids, split, epoch)
 
-    def pack(self, step: list, split: str, epoch: int, rows: list[int] | None = None, groups: int = 0):
+    def pack(
+        self, step: list, split: str, epoch: int, rows=None, groups: int = 0, budget: Budget | None = None
+    ):
         """``Packer.pack``: (host batch [L, ...], work [groups], budget) of a step."""
-        return self.packer.pack(step, split, epoch, rows, groups)
+        return self.packer.pack(step, split, epoch, rows, groups, budget)
 
     def pack_train(self, step: list, epoch: int):
         """``Strategy.pack_train``: (host batch [L, ...], budget, real loads [P], padded load)."""

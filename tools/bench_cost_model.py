@@ -40,6 +40,12 @@ def main(argv=None) -> int:
     p.add_argument("--check", default="bitcoin_alpha,synthetic", help="datasets the model never saw")
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--profile-steps", type=int, default=16)
+    p.add_argument(
+        "--profile-design",
+        choices=("bands", "designed", "mixed"),
+        default="bands",
+        help="the budgets the profiles time (profile --design)",
+    )
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--set", action="append", default=[], help="extra key=value for every run")
     args = p.parse_args(argv)

@@ -74,6 +74,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
         "--min-steps", type=int, default=12, help="train more epochs while fewer steps ran (small datasets)"
     )
     p.add_argument("--profile-steps", type=int, default=12)
+    p.add_argument(
+        "--profile-design",
+        choices=("bands", "designed", "mixed"),
+        default="bands",
+        help="the budgets the profiles time (profile --design)",
+    )
     p.add_argument("--repeats", type=int, default=5, help="timed runs of each profiled step (medians)")
     p.add_argument(
         "--trials",

@@ -56,6 +56,7 @@ def profile(dataset: str, args, work: Path, log, processes: int = 1) -> dict:
         launch = [str(REPO / "tools" / "launch_local.py"), str(processes), "--command", "profile", "--"]
         cmd = [sys.executable, *(launch if multi else ["-m", "dygnex_jax", "profile"])]
         cmd += ["--config", CONFIG, "--out", str(out), "--steps", str(args.profile_steps)]
+        cmd += ["--design", args.profile_design]
         cmd += [
             "--repeats",
             str(args.repeats),
