@@ -8,12 +8,13 @@ windows, small to large, each on its own bucket: nodes, edges and pairs rise tog
 ~0.98), so the fit cannot tell a node's price from a pair's; ``designed`` — budgets whose nodes, edges
 and pairs are drawn apart (a Latin hypercube over the log of each one's range, the least correlated of
 several draws), each filled with as many real training windows as it holds (a step's time depends on
-its budget, not its fill, to ~8 %: ``tools/bench_fill.py``); ``mixed`` — the two alternately. The mean absolute % error is measured on held-out
-steps. The model is saved as JSON (``schedule.cost_model=PATH`` uses it) and, unless ``--no-cache``,
-added to this machine's cost-model cache (``cost_cache.py``), which training uses by default
-(``schedule.cost_model: auto``): the scheduler's alpha/beta/gamma become seconds per node, edge and
-pair, and the compile price uses the measured compilation seconds. Re-fitted during training with
-``schedule.reschedule_every``.
+its budget, not its fill, to ~8 %: ``tools/bench_fill.py``); ``mixed`` — the two alternately
+(measured: ``designed`` separates the prices but predicts training steps worse; README, The cost model
+against the steps). The mean absolute % error is measured on held-out steps. The model is saved as
+JSON (``schedule.cost_model=PATH`` uses it) and, unless ``--no-cache``, added to this machine's
+cost-model cache (``cost_cache.py``), which training uses by default (``schedule.cost_model: auto``):
+the scheduler's alpha/beta/gamma become seconds per node, edge and pair, and the compile price uses
+the measured compilation seconds. Re-fitted during training with ``schedule.reschedule_every``.
 """
 
 from __future__ import annotations
@@ -60,10 +61,9 @@ def time_step(
 ) -> tuple[np.ndarray, float, float, float]:
     """(padded work [3], median seconds, compile seconds, median seconds alone) of one train step: the
     first run compiles (its time less the median is the compilation's), the next ``repeats`` are timed.
-    With ``parallel.prefetch`` > 0 (the default) a background thread packs and places ``next_step`` (a full
-    training step and its budget, ``beside_step``; default: the timed step) while each timed run goes,
-    as training's prefetch does with the next step: on a 2-core
-    machine that contention is part of what a training step costs (measured: Bitcoin-Alpha at 1 device,
+    With ``parallel.prefetch`` > 0 (the default) a background thread packs and places ``next_step`` (a
+    full training step and its budget, ``beside_step``; default: the timed step) while each timed run
+    goes, as training's prefetch does with the next step: on a 2-core machine that contention is part of what a training step costs (measured: Bitcoin-Alpha at 1 device,
     0.252 s steps without prefetch, 0.321 s with it). An epoch's last step has no next step to pack:
     each repeat is also timed alone, interleaved with the runs beside the packing (without prefetch,
     every run is alone and the two medians are one)."""
