@@ -100,12 +100,7 @@ class Packer:
         (default: this process's, ``local_rows``) are packed.
         """
         groups = groups or self.n_devices
-        split_ids = self.windows.splits[split]
-        work = [self.device_work(split_ids[np.asarray(ids, np.int64)], split, epoch) for ids in step]
-        work += [DeviceWork([], [], []) for _ in range(groups - len(work))]
-        per_step = self.config.train.batch_size if split == "train" else self.eval_per_step()
-        per_step = min(per_step, len(split_ids))  # a batch larger than the split holds all of it
-        need = exact_need(work, -(-per_step // groups), self.layout)
+        work, need = self.step_need(step, split, epoch, groups)
         p = self.config.parallel
         if budget is None:
             budget = (
@@ -116,6 +111,19 @@ class Packer:
         if rows is None:
             rows = self.local_rows if groups == self.n_devices else range(groups)
         return self.pack_budget([work[r] for r in rows], budget), work, budget
+
+    def step_need(
+        self, step: list, split: str, epoch: int, groups: int = 0
+    ) -> tuple[list[DeviceWork], Budget]:
+        """Window positions (in ``split``) per device or group -> (work [groups], the step's exact need),
+        with ceil(a step's windows / groups) window slots (``groups``: 0 = P)."""
+        groups = groups or self.n_devices
+        split_ids = self.windows.splits[split]
+        work = [self.device_work(split_ids[np.asarray(ids, np.int64)], split, epoch) for ids in step]
+        work += [DeviceWork([], [], []) for _ in range(groups - len(work))]
+        per_step = self.config.train.batch_size if split == "train" else self.eval_per_step()
+        per_step = min(per_step, len(split_ids))  # a batch larger than the split holds all of it
+        return work, exact_need(work, -(-per_step // groups), self.layout)
 
     def pack_budget(self, work: list[DeviceWork], budget: Budget) -> dict:
         """Host batch [len(work), ...] of these devices' work under ``budget`` in the run's layout."""

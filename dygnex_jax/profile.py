@@ -33,7 +33,7 @@ from . import cost_cache, distributed, parallel
 from .config import Config
 from .errors import UserError
 from .files import atomic_write_text, json_text
-from .graphs import Budget, exact_need
+from .graphs import Budget
 from .padding import aligned, bucketed, edge_need, layout_view
 from .schedule.cost import CostModel, fit, held_out_errors, window_features
 from .train import Trainer
@@ -51,28 +51,25 @@ def beside_step(trainer: Trainer, seed: int) -> tuple[list, Budget]:
         n, size=min(trainer.config.train.batch_size, n), replace=False
     )
     step = [list(map(int, part)) for part in np.array_split(ids, trainer.n_devices)]
-    work = [trainer.device_work(trainer.windows.splits["train"][part], "train", 0) for part in step]
-    p, slots = trainer.config.parallel, -(-len(ids) // trainer.n_devices)
-    return step, bucketed(exact_need(work, slots, trainer.layout), p.bucket_ratio, p.min_bucket)
+    p = trainer.config.parallel
+    return step, bucketed(trainer.packer.step_need(step, "train", 0)[1], p.bucket_ratio, p.min_bucket)
 
 
 def time_step(
-    trainer: Trainer, step: list, repeats: int, next_step: tuple[list, Budget] | None = None
+    trainer: Trainer, step: list, repeats: int, next_step: tuple[list, Budget]
 ) -> tuple[np.ndarray, float, float, float]:
     """(padded work [3], median seconds, compile seconds, median seconds alone) of one train step: the
     first run compiles (its time less the median is the compilation's), the next ``repeats`` are timed.
     With ``parallel.prefetch`` > 0 (the default) a background thread packs and places ``next_step`` (a
-    full training step and its budget, ``beside_step``; default: the timed step) while each timed run
-    goes, as training's prefetch does with the next step: on a 2-core machine that contention is part of what a training step costs (measured: Bitcoin-Alpha at 1 device,
-    0.252 s steps without prefetch, 0.321 s with it). An epoch's last step has no next step to pack:
+    full training step and its budget, ``beside_step``) while each timed run goes, as training's
+    prefetch does with the next step: on a 2-core machine that contention is part of what a training
+    step costs (measured: Bitcoin-Alpha at 1 device, 0.252 s steps without prefetch, 0.321 s with it). An epoch's last step has no next step to pack:
     each repeat is also timed alone, interleaved with the runs beside the packing (without prefetch,
     every run is alone and the two medians are one)."""
     batch, _, budget = trainer.pack(step, "train", epoch=0)
     beside = trainer.config.parallel.prefetch > 0
 
     def pack_next():
-        if next_step is None:
-            return parallel.shard_batch(trainer.mesh, trainer.pack(step, "train", epoch=0)[0])
         return parallel.shard_batch(
             trainer.mesh, trainer.pack(next_step[0], "train", epoch=0, budget=next_step[1])[0]
         )
@@ -175,8 +172,7 @@ def designed_steps(trainer: Trainer, n_steps: int, seed: int) -> list[tuple[list
         step = [
             _fill(point, costs, profile, rng.permutation(len(costs)), slots, trainer.layout) for _ in range(p)
         ]
-        work = [trainer.device_work(trainer.windows.splits["train"][part], "train", 0) for part in step]
-        need = exact_need(work, slots, trainer.layout)
+        need = trainer.packer.step_need(step, "train", 0)[1]
         want = Budget(*np.ceil(point).astype(int).tolist(), slots)
         steps.append((step, aligned(Budget(*np.maximum(want.as_tuple(), need.as_tuple()).tolist()), 8)))
     return steps
