@@ -89,9 +89,10 @@ def _add_schedule_and_profile(sub) -> None:
     prof.add_argument(
         "--design",
         default="bands",
-        choices=("bands", "designed", "mixed"),
+        choices=("bands", "designed", "mixed", "random"),
         help="which budgets to time: bands (similar windows, small to large), designed (nodes, edges, "
-        "pairs varied apart) or mixed (default bands)",
+        "pairs varied apart), mixed (the two alternately) or random (random windows, as training draws "
+        "its steps) (default bands)",
     )
     prof.add_argument(
         "--no-cache", action="store_true", help="do not add the profile to this machine's cost-model cache"

@@ -8,9 +8,10 @@ windows, small to large, each on its own bucket: nodes, edges and pairs rise tog
 ~0.98), so the fit cannot tell a node's price from a pair's; ``designed`` — budgets whose nodes, edges
 and pairs are drawn apart (a Latin hypercube over the log of each one's range, the least correlated of
 several draws), each filled with as many real training windows as it holds (a step's time depends on
-its budget, not its fill, to ~8 %: ``tools/bench_fill.py``); ``mixed`` — the two alternately
-(measured: ``designed`` separates the prices but predicts training steps worse; README, The cost model
-against the steps). The mean absolute % error is measured on held-out steps. The model is saved as
+its budget, not its fill, to ~8 %: ``tools/bench_fill.py``); ``mixed`` — the two alternately;
+``random`` — steps of random training windows at several windows per device, each on its exact need, as
+training draws its steps (measured: ``designed`` separates the prices but predicts training steps worse;
+README, The cost model against the steps). The mean absolute % error is measured on held-out steps. The model is saved as
 JSON (``schedule.cost_model=PATH`` uses it) and, unless ``--no-cache``, added to this machine's
 cost-model cache (``cost_cache.py``), which training uses by default (``schedule.cost_model: auto``):
 the scheduler's alpha/beta/gamma become seconds per node, edge and pair, and the compile price uses
@@ -38,7 +39,15 @@ from .padding import aligned, bucketed, edge_need, layout_view
 from .schedule.cost import CostModel, fit, held_out_errors, window_features
 from .train import Trainer
 
-DESIGNS = ("bands", "designed", "mixed")
+DESIGNS = ("bands", "designed", "mixed", "random")
+
+
+def random_step(trainer: Trainer, rng: np.random.Generator, batch_size: int) -> list[list[int]]:
+    """``batch_size`` distinct random training windows (all of them if fewer), split over the devices in
+    ``np.array_split``'s contiguous parts: a step as a random batch of training would draw it."""
+    n = len(trainer.train_costs)
+    ids = rng.choice(n, size=min(batch_size, n), replace=False)
+    return [list(map(int, part)) for part in np.array_split(ids, trainer.n_devices)]
 
 
 def beside_step(trainer: Trainer, seed: int) -> tuple[list, Budget]:
@@ -46,11 +55,7 @@ def beside_step(trainer: Trainer, seed: int) -> tuple[list, Budget]:
     profile packs beside each timed run, as training's prefetch packs the next full step whatever the
     size of the step running (packing the timed step itself, a designed budget's few windows or a small
     band step, made the beside-packing lighter than training's)."""
-    n = len(trainer.train_costs)
-    ids = np.random.default_rng(seed + 7).choice(
-        n, size=min(trainer.config.train.batch_size, n), replace=False
-    )
-    step = [list(map(int, part)) for part in np.array_split(ids, trainer.n_devices)]
+    step = random_step(trainer, np.random.default_rng(seed + 7), trainer.config.train.batch_size)
     p = trainer.config.parallel
     return step, bucketed(trainer.packer.step_need(step, "train", 0)[1], p.bucket_ratio, p.min_bucket)
 
@@ -108,8 +113,7 @@ def profile_steps(trainer: Trainer, n_steps: int, seed: int) -> list[list]:
     rng = np.random.default_rng(seed)
     ids = np.arange(len(trainer.train_costs))
     order = ids[np.argsort(trainer.train_costs @ np.array([1.0, 1.0, 1.0]))]
-    slots = max(4, -(-trainer.config.train.batch_size // trainer.n_devices))
-    counts = np.unique(np.round(np.geomspace(1, slots, min(slots, 6))).astype(int))
+    counts = _window_counts(trainer)
     steps = []
     for i in range(n_steps):
         m = int(counts[i % len(counts)])
@@ -118,6 +122,28 @@ def profile_steps(trainer: Trainer, n_steps: int, seed: int) -> list[list]:
         band = order[lo : lo + max(m * trainer.n_devices * 2, 1)]
         pick = rng.choice(band, size=min(len(band), m * trainer.n_devices), replace=False)
         steps.append([list(part) for part in np.array_split(pick, trainer.n_devices)])
+    return steps
+
+
+def _window_counts(trainer: Trainer) -> np.ndarray:
+    """Windows a device in a profile step: up to 6 counts spread geometrically over 1 .. ceil(B / P)
+    (at least 1 .. 4)."""
+    slots = max(4, -(-trainer.config.train.batch_size // trainer.n_devices))
+    return np.unique(np.round(np.geomspace(1, slots, min(slots, 6))).astype(int))
+
+
+def random_steps(trainer: Trainer, n_steps: int, seed: int) -> list[tuple[list, Budget]]:
+    """``n_steps`` (step, budget) pairs drawn as training draws its steps: m random training windows a
+    device (``random_step``), m cycling through ``_window_counts`` — the run's own ceil(B / P) among
+    them — each on its exact need aligned to 8 (so no two draws collapse into one bucket). Unlike a
+    band, a random step mixes light and heavy windows, and its budget takes each column's largest device
+    apart: the ratios of nodes to edges to pairs of the budgets training runs."""
+    rng = np.random.default_rng(seed)
+    counts = _window_counts(trainer)
+    steps = []
+    for i in range(n_steps):
+        step = random_step(trainer, rng, int(counts[i % len(counts)]) * trainer.n_devices)
+        steps.append((step, aligned(trainer.packer.step_need(step, "train", 0)[1], 8)))
     return steps
 
 
@@ -180,13 +206,15 @@ def designed_steps(trainer: Trainer, n_steps: int, seed: int) -> list[tuple[list
 
 def design(trainer: Trainer, kind: str, n_steps: int, seed: int) -> list[tuple[list, Budget | None]]:
     """The (step, budget) pairs a profile of ``kind`` (``DESIGNS``) times: a band step's budget is its
-    bucket (None), a designed step's its own."""
+    bucket (None), a designed or random step's its own."""
     if kind not in DESIGNS:
         raise UserError(f"profile --design {kind!r}: use one of {', '.join(DESIGNS)}")
     if kind == "bands":
         return [(s, None) for s in profile_steps(trainer, n_steps, seed)]
     if kind == "designed":
         return designed_steps(trainer, n_steps, seed)
+    if kind == "random":
+        return random_steps(trainer, n_steps, seed)
     bands = [(s, None) for s in profile_steps(trainer, (n_steps + 1) // 2, seed)]
     made = designed_steps(trainer, n_steps // 2, seed)
     return [bands[i // 2] if i % 2 == 0 else made[i // 2] for i in range(n_steps)]

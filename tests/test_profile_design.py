@@ -113,3 +113,52 @@ def test_pack_on_a_given_budget_and_the_full_step_packed_beside():
     too_small = Budget(2, 1, 1, 4)
     with pytest.raises(ValueError, match="cannot hold"):
         trainer.pack(step, "train", epoch=0, budget=too_small)
+
+
+def test_random_step_draws_distinct_windows_over_the_devices():
+    """A random step holds ``batch_size`` distinct training windows (all of them when fewer exist), in
+    one contiguous part per device whose sizes differ by at most one; the same seed draws the same step."""
+    from dygnex_jax.profile import random_step
+
+    trainer = _trainer(devices=2, batch=8)
+    n = len(trainer.train_costs)
+    for size in (1, 5, 8, n + 3):
+        step = random_step(trainer, np.random.default_rng(3), size)
+        ids = [i for part in step for i in part]
+        assert len(step) == 2 and len(ids) == len(set(ids)) == min(size, n)
+        assert all(0 <= i < n for i in ids) and abs(len(step[0]) - len(step[1])) <= 1
+        assert step == random_step(trainer, np.random.default_rng(3), size)
+
+
+def test_the_command_line_offers_exactly_the_profile_designs():
+    """``profile --design`` accepts every design ``profile.design`` builds and nothing else (the parser
+    keeps its own copy of the names so that ``--help`` does not import JAX)."""
+    from dygnex_jax.__main__ import _parser
+    from dygnex_jax.profile import DESIGNS
+
+    for kind in DESIGNS:
+        assert _parser().parse_args(["profile", "--design", kind]).design == kind
+    with pytest.raises(SystemExit):
+        _parser().parse_args(["profile", "--design", "grid"])
+
+
+def test_random_design_draws_training_like_steps_on_their_exact_needs():
+    """``random``: every step holds distinct random windows, m a device with m cycling through the
+    window counts (the run's ceil(B / P) among them), on its exact need aligned to 8 — a budget the
+    packer accepts for that step and no column of which is more than 7 above the need."""
+    from dygnex_jax.padding import aligned
+    from dygnex_jax.profile import _window_counts, design
+
+    trainer = _trainer(devices=2, batch=8)
+    counts = _window_counts(trainer)
+    assert 4 in counts  # ceil(8 / 2)
+    steps = design(trainer, "random", 8, seed=1)
+    assert len(steps) == 8
+    for i, (step, budget) in enumerate(steps):
+        ids = [w for part in step for w in part]
+        assert len(ids) == len(set(ids)) == min(int(counts[i % len(counts)]) * 2, len(trainer.train_costs))
+        need = trainer.packer.step_need(step, "train", 0)[1]
+        assert budget == aligned(need, 8) and budget.holds(need)
+        assert all(b - n < 8 for b, n in zip(budget.as_tuple()[:3], need.as_tuple()[:3]))
+        assert trainer.pack(step, "train", epoch=0, budget=budget)[2] == budget
+    assert design(trainer, "random", 8, seed=1) == steps

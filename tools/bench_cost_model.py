@@ -42,7 +42,7 @@ def main(argv=None) -> int:
     p.add_argument("--profile-steps", type=int, default=16)
     p.add_argument(
         "--profile-design",
-        choices=("bands", "designed", "mixed"),
+        choices=("bands", "designed", "mixed", "random"),
         default="bands",
         help="the budgets the profiles time (profile --design)",
     )

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dygnex_jax import parallel
+from dygnex_jax import parallel, profile
 from dygnex_jax.config import load_config
 from dygnex_jax.epoch_loop import run_step
 from dygnex_jax.errors import ArgumentParser, UserError, run_tool
@@ -59,9 +59,7 @@ def round_robin(runs: list[tuple[Trainer, dict, Budget]], repeats: int) -> list[
 
 def draw_step(trainer: Trainer, rng, batch_size: int) -> tuple[list[list[int]], Budget]:
     """``batch_size`` random training windows split over the devices, and the budget they pack on alone."""
-    n = len(trainer.train_costs)
-    ids = rng.choice(n, size=min(batch_size, n), replace=False)
-    parts = [list(map(int, part)) for part in np.array_split(ids, trainer.n_devices)]
+    parts = profile.random_step(trainer, rng, batch_size)
     trainer.planned = None
     return parts, trainer.pack(parts, "train", epoch=0)[2]
 

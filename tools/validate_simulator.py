@@ -76,7 +76,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--profile-steps", type=int, default=12)
     p.add_argument(
         "--profile-design",
-        choices=("bands", "designed", "mixed"),
+        choices=("bands", "designed", "mixed", "random"),
         default="bands",
         help="the budgets the profiles time (profile --design)",
     )
