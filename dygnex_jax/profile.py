@@ -10,12 +10,14 @@ and pairs are drawn apart (a Latin hypercube over the log of each one's range, t
 several draws), each filled with as many real training windows as it holds (a step's time depends on
 its budget, not its fill, to ~8 %: ``tools/bench_fill.py``); ``mixed`` — the two alternately;
 ``random`` — steps of random training windows at several windows per device, each on its exact need, as
-training draws its steps (measured: ``designed`` separates the prices but predicts training steps worse;
-README, The cost model against the steps). The mean absolute % error is measured on held-out steps. The model is saved as
-JSON (``schedule.cost_model=PATH`` uses it) and, unless ``--no-cache``, added to this machine's
-cost-model cache (``cost_cache.py``), which training uses by default (``schedule.cost_model: auto``):
-the scheduler's alpha/beta/gamma become seconds per node, edge and pair, and the compile price uses
-the measured compilation seconds. Re-fitted during training with ``schedule.reschedule_every``.
+training draws its steps (measured: ``designed`` separates the prices but predicts training steps
+worse, and ``random`` predicts them no better than ``bands``; README, The cost model against the steps,
+and Simulated vs measured). The mean absolute % error is measured on held-out steps. The model is
+saved as JSON (``schedule.cost_model=PATH`` uses it) and, unless ``--no-cache``, added to this
+machine's cost-model cache (``cost_cache.py``), which training uses by default
+(``schedule.cost_model: auto``): the scheduler's alpha/beta/gamma become seconds per node, edge and
+pair, and the compile price uses the measured compilation seconds. Re-fitted during training with
+``schedule.reschedule_every``.
 """
 
 from __future__ import annotations
@@ -68,9 +70,9 @@ def time_step(
     With ``parallel.prefetch`` > 0 (the default) a background thread packs and places ``next_step`` (a
     full training step and its budget, ``beside_step``) while each timed run goes, as training's
     prefetch does with the next step: on a 2-core machine that contention is part of what a training
-    step costs (measured: Bitcoin-Alpha at 1 device, 0.252 s steps without prefetch, 0.321 s with it). An epoch's last step has no next step to pack:
-    each repeat is also timed alone, interleaved with the runs beside the packing (without prefetch,
-    every run is alone and the two medians are one)."""
+    step costs (measured: Bitcoin-Alpha at 1 device, 0.252 s steps without prefetch, 0.321 s with it).
+    An epoch's last step has no next step to pack: each repeat is also timed alone, interleaved with the
+    runs beside the packing (without prefetch, every run is alone and the two medians are one)."""
     batch, _, budget = trainer.pack(step, "train", epoch=0)
     beside = trainer.config.parallel.prefetch > 0
 
