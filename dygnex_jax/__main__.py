@@ -319,6 +319,8 @@ def _check_output_files(args) -> None:
     """``--json`` / ``--plot`` files can be written: checked before any work, so a bad path costs nothing."""
     from pathlib import Path
 
+    from .files import unwritable
+
     for flag in ("out", "resume", "json", "plot", "instance"):
         value = getattr(args, flag, None)
         if value is not None and not value.strip():
@@ -326,20 +328,9 @@ def _check_output_files(args) -> None:
             raise UserError(f"--{flag} is empty: give a path (is a shell variable unset?)")
     for flag in ("json", "plot"):
         path = getattr(args, flag, None)
-        if not path:
-            continue
-        target = Path(path)
-        if target.is_dir():
-            raise UserError(f"--{flag} {path!r} is a folder: give a file name")
-        parent = target.parent
-        while not parent.exists() and parent != parent.parent:
-            parent = parent.parent
-        if not parent.is_dir():
-            raise UserError(
-                f"--{flag} {path!r} lies under {str(parent)!r}, which is a file: choose another path"
-            )
-        if not os.access(parent, os.W_OK | os.X_OK):
-            raise UserError(f"--{flag} {path!r} cannot be written under {str(parent)!r}: choose another path")
+        reason = unwritable(Path(path)) if path else None
+        if reason:
+            raise UserError(f"--{flag} {path!r} {reason}")
 
 
 def _download(args) -> None:

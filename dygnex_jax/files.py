@@ -15,6 +15,7 @@ reject.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import contextvars
 import json
@@ -103,6 +104,31 @@ def atomic_write(dest: str | os.PathLike, write: Callable[[BinaryIO], object]) -
         Path(tmp).unlink(missing_ok=True)
         raise
     return dest
+
+
+def unwritable(path: Path) -> str | None:
+    """Why ``atomic_write`` could not write a file at ``path`` — an existing folder; the nearest existing
+    folder above it a file, or one this user cannot write into — as the end of an error line, or None.
+    Touches nothing: commands check the files they write at the end before their work."""
+    if path.is_dir():
+        return "is a folder: give a file name"
+    above = next(p for p in path.absolute().parents if p.exists())
+    if not above.is_dir():
+        return f"lies under {str(above)!r}, which is a file: choose another path"
+    if not os.access(above, os.W_OK | os.X_OK):
+        return f"cannot be written under {str(above)!r}: choose another path"
+    return None
+
+
+def output_file(text: str) -> Path:
+    """An argparse ``type`` for a file a tool writes when its work is done (``--json``): the path, or a
+    one-line usage error before any work where ``unwritable`` says it could not be written."""
+    if not text.strip():  # an unset shell variable (--json "$F"): never the current folder
+        raise argparse.ArgumentTypeError("is empty: give a file name (is a shell variable unset?)")
+    reason = unwritable(Path(text))
+    if reason:
+        raise argparse.ArgumentTypeError(f"{text!r} {reason}")
+    return Path(text)
 
 
 def atomic_write_text(dest: str | os.PathLike, text: str) -> Path:

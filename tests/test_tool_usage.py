@@ -26,3 +26,19 @@ def test_an_unknown_option_is_one_line(tool, tmp_path):
     assert err.startswith("error: ") and err.endswith("(see --help)"), err
     assert "--no-such-option" in err or "are required" in err, err
     assert not (tmp_path / "o").exists()
+
+
+JSON_TOOLS = [name for name in TOOLS if 'add_argument("--json"' in (TOOLS_DIR / name).read_text()]
+
+
+@pytest.mark.parametrize("tool", JSON_TOOLS)
+def test_an_unwritable_json_path_fails_before_the_work(tool, tmp_path):
+    """A --json the tool could not write at the end is a usage error at the start: no benchmark run for
+    nothing (``files.output_file``)."""
+    blocker = tmp_path / "a_file"
+    blocker.write_text("keep")
+    r = run_tool(tool, "--json", str(blocker / "x.json"))
+    err = r.stderr.strip()
+    assert r.returncode == 2 and err.splitlines() == [err], (tool, r.stderr[-500:])
+    assert err.startswith("error: argument --json: ") and "a file" in err, err
+    assert blocker.read_text() == "keep" and sorted(tmp_path.iterdir()) == [blocker]

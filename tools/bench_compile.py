@@ -18,7 +18,7 @@ def main(argv=None) -> int:
     from dygnex_jax.config import load_config
     from dygnex_jax.cost_cache import available_cores
     from dygnex_jax.errors import ArgumentParser
-    from dygnex_jax.files import atomic_write_text
+    from dygnex_jax.files import atomic_write_text, output_file
     from dygnex_jax.research.compile_bench import measure
 
     p = ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -27,7 +27,7 @@ def main(argv=None) -> int:
     p.add_argument("--workers", type=int, default=0, help="threads of the parallel arm (0: the cores)")
     p.add_argument("--budgets", type=int, default=4, help="budgets compiled per arm (parallel.max_budgets)")
     p.add_argument("--repeats", type=int, default=2)
-    p.add_argument("--json", default="")
+    p.add_argument("--json", type=output_file, default=None)
     a = p.parse_args(argv)
     fixed = ["parallel.compile_cache=off", f"parallel.max_budgets={a.budgets}", "parallel.compile_steps=0"]
     results = []

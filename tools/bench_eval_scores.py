@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from dygnex_jax.errors import ArgumentParser, UserError, run_tool
-from dygnex_jax.files import atomic_write_text, json_text
+from dygnex_jax.files import atomic_write_text, json_text, output_file
 
 REPO = Path(__file__).resolve().parents[1]
 FORMS = ("dense_pair_scores", "dense_pair_scores_matmul")
@@ -75,7 +75,7 @@ def main(argv=None) -> dict:
     p = ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sizes", nargs="+", default=["2000x100", "2000x128", "6000x100", "6000x128"])
     p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--json", type=Path, default=REPO / "docs" / "bench_eval_scores.json")
+    p.add_argument("--json", type=output_file, default=REPO / "docs" / "bench_eval_scores.json")
     args = p.parse_args(argv)
     if not 1 <= args.repeats <= 100:
         raise UserError(f"--repeats {args.repeats} is out of range: give 1 to 100")

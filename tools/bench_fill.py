@@ -35,7 +35,7 @@ from dygnex_jax import parallel, profile
 from dygnex_jax.config import load_config
 from dygnex_jax.epoch_loop import run_step
 from dygnex_jax.errors import ArgumentParser, UserError, run_tool
-from dygnex_jax.files import atomic_write_text
+from dygnex_jax.files import atomic_write_text, output_file
 from dygnex_jax.padding import Budget
 from dygnex_jax.train import Trainer
 
@@ -235,7 +235,7 @@ def main(argv=None) -> int:
     ap.add_argument("--same-budget", action="store_true", help="the datasets' steps on one common budget")
     ap.add_argument("--budgets", nargs="+", default=None, help="N,E,Q,K budgets to time as programs")
     ap.add_argument("--set", action="append", default=[], help="extra key=value for every run")
-    ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--json", type=output_file, default=None)
     a = ap.parse_args(argv)
     for name in ("devices", "batch", "draws", "repeats"):
         if getattr(a, name) < 1:

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from dygnex_jax.errors import ArgumentParser, run_tool
-from dygnex_jax.files import atomic_write_text
+from dygnex_jax.files import atomic_write_text, output_file
 
 REPO = Path(__file__).resolve().parents[1]
 CASES = {
@@ -108,7 +108,7 @@ def main(argv=None) -> int:
     p.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     p.add_argument("--settings", nargs="+", default=["system", "retain"], choices=list(SETTINGS))
     p.add_argument("--reps", type=int, default=2, help="runs per setting and case (default 2)")
-    p.add_argument("--json", type=Path, default=None, help="write every run and the table here")
+    p.add_argument("--json", type=output_file, default=None, help="write every run and the table here")
     a = p.parse_args(argv)
     runs = []
     with tempfile.TemporaryDirectory(prefix="bench_host_malloc_") as tmp:

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from dygnex_jax.devices import force_host_devices
 from dygnex_jax.errors import ArgumentParser, run_tool
-from dygnex_jax.files import atomic_write_text
+from dygnex_jax.files import atomic_write_text, output_file
 
 REPO = Path(__file__).resolve().parents[1]
 WAYS = ("train", "noprefetch", "prepacked", "jit")
@@ -177,7 +177,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=5, help="rounds of the four ways (default 5)")
     ap.add_argument("--epochs", type=int, default=1, help="epochs each way runs a round (default 1)")
     ap.add_argument("--set", action="append", default=[], help="extra key=value for the run")
-    ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--json", type=output_file, default=None)
     a = ap.parse_args(argv)
     for name in ("devices", "batch", "rounds", "epochs"):
         if getattr(a, name) < 1:

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from dygnex_jax.errors import ArgumentParser, UserError, run_tool
-from dygnex_jax.files import atomic_write_text, json_text
+from dygnex_jax.files import atomic_write_text, json_text, output_file
 
 REPO = Path(__file__).resolve().parents[1]
 MARK = "BENCH_PACK "
@@ -79,7 +79,7 @@ def main(argv=None) -> dict | None:
     ap.add_argument("--devices", type=int, default=1)
     ap.add_argument("--steps", type=int, default=8, help="training steps packed per run")
     ap.add_argument("--rounds", type=int, default=2, help="runs per checkout (A B, B A, ...)")
-    ap.add_argument("--json", help="write the figures here")
+    ap.add_argument("--json", type=output_file, help="write the figures here")
     ap.add_argument("--worker", action="store_true", help="pack in this process and print JSON")
     args = ap.parse_args(argv)
     if not (1 <= args.steps <= 1000 and 1 <= args.rounds <= 20 and 1 <= args.devices <= 64):

@@ -25,6 +25,7 @@ import tempfile
 from pathlib import Path
 
 from dygnex_jax.errors import ArgumentParser
+from dygnex_jax.files import output_file
 from dygnex_jax.research.torch_bench import steady_epoch_seconds
 
 REPO = Path(__file__).resolve().parents[1]
@@ -187,7 +188,7 @@ def main(argv=None) -> int:
     p.add_argument("--devices", type=int, default=8)
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--epochs", type=int, default=6)
-    p.add_argument("--json", default="", help="write the rows here (and a PNG beside it)")
+    p.add_argument("--json", type=output_file, default=None, help="write the rows here (and a PNG beside it)")
     p.add_argument(
         "--schedule", action="store_true", help="only the schedule command's figures (no training)"
     )

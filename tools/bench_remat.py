@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 from dygnex_jax.errors import ArgumentParser
+from dygnex_jax.files import output_file
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -125,7 +126,7 @@ def main(argv=None) -> dict:
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--head-hidden", type=int, default=128)
     p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--json", type=Path, default=REPO / "docs" / "bench_remat.json")
+    p.add_argument("--json", type=output_file, default=REPO / "docs" / "bench_remat.json")
     args = p.parse_args(argv)
 
     work = synthetic_work(args.nodes, args.window, args.edges, args.pairs, args.windows, args.features)

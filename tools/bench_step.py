@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 
 from dygnex_jax.errors import ArgumentParser, run_tool
-from dygnex_jax.files import atomic_write_text
+from dygnex_jax.files import atomic_write_text, output_file
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = REPO / "configs" / "egcn_o_bitcoin_otc.yaml"
@@ -236,7 +236,7 @@ def main(argv=None) -> None:
     ap.add_argument("--repeats", type=int, default=20, help="timed runs of the step per round")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=3, help="rounds per checkout (A B, B A, ...)")
-    ap.add_argument("--json", help="write the figures here")
+    ap.add_argument("--json", type=output_file, help="write the figures here")
     ap.add_argument("--worker", action="store_true", help="measure --case in this process, print JSON")
     ap.add_argument("--case", help="(--worker) MODEL:LAYOUT")
     args = ap.parse_args(argv)

@@ -29,7 +29,7 @@ import tempfile
 from pathlib import Path
 
 from dygnex_jax.errors import ArgumentParser
-from dygnex_jax.files import atomic_write_text
+from dygnex_jax.files import atomic_write_text, output_file
 from dygnex_jax.research.torch_bench import (
     DEFAULT_CASES,
     SYSTEMS,
@@ -58,7 +58,7 @@ def parser() -> ArgumentParser:
     p.add_argument("--threads", type=int, default=1, help="torch threads per DDP process")
     p.add_argument("--epochs", type=int, default=4)
     p.add_argument("--seeds", type=int, nargs="*", default=[0])
-    p.add_argument("--json", default="", help="write the rows here (and a PNG beside it)")
+    p.add_argument("--json", type=output_file, default=None, help="write the rows here (and a PNG beside it)")
     p.add_argument(
         "--append",
         action="store_true",

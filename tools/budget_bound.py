@@ -20,7 +20,7 @@ from dygnex_jax.config import load_config, step_layout
 from dygnex_jax.data.datasets import load_dataset
 from dygnex_jax.data.node_windows import task_windows
 from dygnex_jax.errors import ArgumentParser, UserError, run_tool
-from dygnex_jax.files import atomic_write_text
+from dygnex_jax.files import atomic_write_text, output_file
 from dygnex_jax.padding import layout_view
 from dygnex_jax.research.budget_bound import one_budget_milp, per_column_bound
 from dygnex_jax.schedule.base import cost_weights
@@ -56,7 +56,7 @@ def main(argv=None) -> int:
     ap.add_argument("--devices", type=int, default=8)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--time-limit", type=float, default=120.0, help="MILP seconds per dataset")
-    ap.add_argument("--json", help="write the rows here")
+    ap.add_argument("--json", type=output_file, help="write the rows here")
     a = ap.parse_args(argv)
     if a.devices < 1 or a.batch < a.devices or not a.time_limit > 0:
         raise UserError("--devices >= 1, --batch >= --devices and --time-limit > 0 are needed")

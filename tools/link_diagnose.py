@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 
 from dygnex_jax.errors import ArgumentParser, run_tool
-from dygnex_jax.files import atomic_write_text, json_text
+from dygnex_jax.files import atomic_write_text, json_text, output_file
 from dygnex_jax.research.link_diagnosis import diagnose
 
 
@@ -21,7 +21,7 @@ def main(argv=None) -> int:
     ap.add_argument("run", help="a training run's --out folder (its config.yaml and checkpoints)")
     ap.add_argument("--split", default="test", choices=["train", "val", "test"])
     ap.add_argument("--epoch", type=int, help="re-score this epoch's checkpoint (default: the newest)")
-    ap.add_argument("--json", help="write the figures here")
+    ap.add_argument("--json", type=output_file, help="write the figures here")
     a = ap.parse_args(argv)
     d = diagnose(a.run, a.split, epoch=a.epoch)
     print(f"{d['run']}: epoch {d['epoch']}, {a.split}")

@@ -19,7 +19,7 @@ from dygnex_jax.data.datasets import load_dataset
 from dygnex_jax.data.windows import WindowSet
 from dygnex_jax.errors import ArgumentParser, UserError, run_tool
 from dygnex_jax.evaluation import candidate_mode
-from dygnex_jax.files import atomic_write_text, json_text
+from dygnex_jax.files import atomic_write_text, json_text, output_file
 from dygnex_jax.research.heuristics import KINDS, evaluate
 from dygnex_jax.research.reproduce import PUBLISHED, REPRO_DIR, cell_configs
 
@@ -72,7 +72,7 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--splits", nargs="+", default=["val", "test"], choices=["train", "val", "test"])
     ap.add_argument("--heuristics", nargs="+", default=list(KINDS), choices=list(KINDS))
-    ap.add_argument("--json", help="write the rows here")
+    ap.add_argument("--json", type=output_file, help="write the rows here")
     a = ap.parse_args(argv)
     print(
         "| dataset | W | split | heuristic | MAP | MRR | snapshots | published (model MAP / MRR) | s | load |"

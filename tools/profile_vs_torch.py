@@ -22,7 +22,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from dygnex_jax.errors import ArgumentParser  # noqa: E402
-from dygnex_jax.files import atomic_write_text  # noqa: E402
+from dygnex_jax.files import atomic_write_text, output_file  # noqa: E402
 
 
 def cpu_seconds(fn, repeat: int) -> float:
@@ -47,7 +47,11 @@ def main(argv=None) -> int:
     p.add_argument("--config", default="configs/egcn_o_uci.yaml")
     p.add_argument("--windows", type=int, nargs=2, default=[40, 48], help="training window range [lo, hi)")
     p.add_argument("--repeat", type=int, default=5)
-    p.add_argument("--json", help="also write the figures here (with the load average and the checkout)")
+    p.add_argument(
+        "--json",
+        type=output_file,
+        help="also write the figures here (with the load average and the checkout)",
+    )
     p.add_argument("overrides", nargs="*")
     a = p.parse_args(argv)
     torch.set_num_threads(1)

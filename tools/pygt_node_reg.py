@@ -18,13 +18,14 @@ import time
 import numpy as np
 
 from dygnex_jax.errors import ArgumentParser
+from dygnex_jax.files import output_file
 
 
 def main() -> None:
     ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--config", required=True)
     ap.add_argument("--cheb-k", type=int, default=0, help="Chebyshev order (0 = the config's model.cheb_k)")
-    ap.add_argument("--json", default="")
+    ap.add_argument("--json", type=output_file, default=None)
     ap.add_argument("overrides", nargs="*")
     args = ap.parse_args()
 

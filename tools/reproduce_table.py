@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from dygnex_jax.errors import ArgumentParser, run_tool
-from dygnex_jax.files import atomic_write_text, json_text, staged
+from dygnex_jax.files import atomic_write_text, json_text, output_file, staged
 from dygnex_jax.research.reproduce import cell_configs
 from dygnex_jax.research.reproduce_table import full_table, load_rows, merge, table_markdown
 
@@ -27,7 +27,7 @@ def cell_names() -> dict[tuple[str, str], str]:
 def main(argv=None) -> int:
     ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("tables", nargs="+", help="reproduce.json files (or docs files holding their rows)")
-    ap.add_argument("--json", help="write the rows here (and the markdown beside it, .md)")
+    ap.add_argument("--json", type=output_file, help="write the rows here (and the markdown beside it, .md)")
     a = ap.parse_args(argv)
     rows = full_table(merge(load_rows(a.tables)), cell_names())
     text = table_markdown(rows)

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from dygnex_jax.errors import ArgumentParser
+from dygnex_jax.files import output_file
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=1")
 
@@ -32,7 +33,7 @@ def main(argv=None) -> int:
     p = ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--config", default="configs/egcn_o_uci.yaml")
     p.add_argument("--epochs", type=int, default=3)
-    p.add_argument("--json", help="write the rows here")
+    p.add_argument("--json", type=output_file, help="write the rows here")
     p.add_argument("overrides", nargs="*", help="key=value config overrides (both systems)")
     a = p.parse_args(argv)
 
