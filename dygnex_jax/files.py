@@ -120,15 +120,30 @@ def unwritable(path: Path) -> str | None:
     return None
 
 
-def output_file(text: str) -> Path:
-    """An argparse ``type`` for a file a tool writes when its work is done (``--json``): the path, or a
+def output_dir(text: str) -> str:
+    """An argparse ``type`` for a tool's ``--out`` folder: the text as given, or a one-line usage error before any
+    work where the folder could not be made or written (a file there or above it, a folder this user
+    cannot write into). Touches nothing."""
+    if not text.strip():  # an unset shell variable (--out "$DIR"): never the current folder
+        raise argparse.ArgumentTypeError("is empty: give a folder (is a shell variable unset?)")
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a file: choose a folder")
+    reason = unwritable(path / "_") if path.is_dir() else unwritable(path)
+    if reason:
+        raise argparse.ArgumentTypeError(f"{text!r} {reason.replace('another path', 'another folder')}")
+    return text
+
+
+def output_file(text: str) -> str:
+    """An argparse ``type`` for a file a tool writes when its work is done (``--json``): the text as given, or a
     one-line usage error before any work where ``unwritable`` says it could not be written."""
     if not text.strip():  # an unset shell variable (--json "$F"): never the current folder
         raise argparse.ArgumentTypeError("is empty: give a file name (is a shell variable unset?)")
     reason = unwritable(Path(text))
     if reason:
         raise argparse.ArgumentTypeError(f"{text!r} {reason}")
-    return Path(text)
+    return text
 
 
 def atomic_write_text(dest: str | os.PathLike, text: str) -> Path:

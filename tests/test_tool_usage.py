@@ -28,17 +28,31 @@ def test_an_unknown_option_is_one_line(tool, tmp_path):
     assert not (tmp_path / "o").exists()
 
 
-JSON_TOOLS = [name for name in TOOLS if 'add_argument("--json"' in (TOOLS_DIR / name).read_text()]
+OUTPUTS = [
+    (name, flag)
+    for name in TOOLS
+    for flag in ("--json", "--out")
+    if f'add_argument("{flag}", type=output_' in (TOOLS_DIR / name).read_text()
+]
 
 
-@pytest.mark.parametrize("tool", JSON_TOOLS)
-def test_an_unwritable_json_path_fails_before_the_work(tool, tmp_path):
-    """A --json the tool could not write at the end is a usage error at the start: no benchmark run for
-    nothing (``files.output_file``)."""
+def test_every_json_and_out_is_checked_at_parsing():
+    """Every tool's --json, and every --out a tool writes into, has the checked type."""
+    for name in TOOLS:
+        text = (TOOLS_DIR / name).read_text()
+        for flag in ("--json", "--out"):
+            if f'add_argument("{flag}"' in text:
+                assert (name, flag) in OUTPUTS, (name, flag)
+
+
+@pytest.mark.parametrize("tool,flag", OUTPUTS)
+def test_an_unwritable_output_fails_before_the_work(tool, flag, tmp_path):
+    """An output the tool could not write at the end is a usage error at the start: no benchmark run for
+    nothing (``files.output_file`` / ``files.output_dir``)."""
     blocker = tmp_path / "a_file"
     blocker.write_text("keep")
-    r = run_tool(tool, "--json", str(blocker / "x.json"))
+    r = run_tool(tool, flag, str(blocker / "x.json"))
     err = r.stderr.strip()
     assert r.returncode == 2 and err.splitlines() == [err], (tool, r.stderr[-500:])
-    assert err.startswith("error: argument --json: ") and "a file" in err, err
+    assert err.startswith(f"error: argument {flag}: ") and "which is a file" in err, err
     assert blocker.read_text() == "keep" and sorted(tmp_path.iterdir()) == [blocker]

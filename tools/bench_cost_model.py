@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from dygnex_jax.errors import ArgumentParser, UserError, run_tool
+from dygnex_jax.files import output_dir
 from dygnex_jax.research import cost_model_check as check
 
 
@@ -33,7 +34,7 @@ def main(argv=None) -> int:
         check.worker(a.worker, a.epochs, a.overrides)
         return 0
     p = ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", default="runs/bench_cost_model")
+    p.add_argument("--out", type=output_dir, default="runs/bench_cost_model")
     p.add_argument("--devices", default="8", help="fake CPU device counts, comma-separated")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--fit", default="bitcoin_otc,uci_collegemsg", help="datasets profiled into the model")

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from dygnex_jax.devices import force_host_devices
 from dygnex_jax.errors import ArgumentParser, run_tool
+from dygnex_jax.files import output_dir
 from dygnex_jax.research import epoch_bench as bench
 
 REPO = Path(__file__).resolve().parents[1]
@@ -59,7 +60,7 @@ def parse_args(argv=None):
         "OUT/log_CONFIG.txt",
     )
     ap.add_argument("--epochs", type=int, default=3, help="timed epochs per method, after the warm-up")
-    ap.add_argument("--out", default="runs/bench_epoch")
+    ap.add_argument("--out", type=output_dir, default="runs/bench_epoch")
     ap.add_argument("--quick", action="store_true", help="tiny synthetic settings (tests)")
     ap.add_argument(
         "--report", action="store_true", help="run nothing: table and plot from the rows_*.json in --out"

@@ -33,6 +33,7 @@ from dygnex_jax.config import load_config
 from dygnex_jax.data import datasets
 from dygnex_jax.data.node_windows import task_windows
 from dygnex_jax.errors import ArgumentParser
+from dygnex_jax.files import output_file
 from dygnex_jax.schedule import schedule
 from dygnex_jax.schedule.base import cost_weights
 from dygnex_jax.schedule.greedy import step_lower_bound
@@ -104,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         default=0.0,
         help="also run dygnex_l with this per-step time limit on the first epoch (a long reference run)",
     )
-    ap.add_argument("--out", default=str(ROOT / "docs" / "bench_ilp.json"))
+    ap.add_argument("--out", type=output_file, default=str(ROOT / "docs" / "bench_ilp.json"))
     args = ap.parse_args(argv)
 
     rows = []

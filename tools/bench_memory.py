@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from dygnex_jax.errors import ArgumentParser, UserError, run_tool
+from dygnex_jax.files import output_dir
 
 # name -> (nodes, edges per snapshot, epochs, extra overrides): the rows; the 200k row with the
 # memory-aware options (a 4 GiB step budget: micro-steps, and evaluation steps as small, follow from it)
@@ -115,7 +116,7 @@ def main() -> int:
     )
     ap.add_argument("--rows", default="600,6k,60k,200k", help=f"comma-separated, of {', '.join(ROWS)}")
     ap.add_argument("--quick", action="store_true", help="the small row alone")
-    ap.add_argument("--out", default="docs", help="folder for bench_memory.json / .md")
+    ap.add_argument("--out", type=output_dir, default="docs", help="folder for bench_memory.json / .md")
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds per row")
     a = ap.parse_args()
     names = ["quick"] if a.quick else [n.strip() for n in a.rows.split(",") if n.strip()]

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from dygnex_jax.errors import ArgumentParser
-from dygnex_jax.files import output_file
+from dygnex_jax.files import atomic_write_text, output_file
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -152,8 +152,7 @@ def main(argv=None) -> dict:
         "cpu_count": os.cpu_count(),
         "rows": rows,
     }
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(out, indent=1) + "\n")
+    atomic_write_text(args.json, json.dumps(out, indent=1) + "\n")
     print(f"wrote {args.json}")
     return out
 

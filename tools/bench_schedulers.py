@@ -28,6 +28,7 @@ from pathlib import Path
 
 from dygnex_jax.devices import force_host_devices
 from dygnex_jax.errors import ArgumentParser, run_tool
+from dygnex_jax.files import output_dir
 from dygnex_jax.research import scheduler_costs as costs
 from dygnex_jax.research import scheduler_report as report
 from dygnex_jax.research import schedulers as bench
@@ -38,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap = ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--out", default="results/bench_schedulers")
+    ap.add_argument("--out", type=output_dir, default="results/bench_schedulers")
     ap.add_argument(
         "--quick",
         action="store_true",

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from dygnex_jax.config import load_config
 from dygnex_jax.errors import ArgumentParser, UserError, run_tool
-from dygnex_jax.files import atomic_write_text, json_text, staged
+from dygnex_jax.files import atomic_write_text, json_text, output_dir, staged
 from dygnex_jax.research import reproduce
 from dygnex_jax.runlog import check_out_path
 
@@ -68,7 +68,7 @@ def parse_args(argv) -> argparse.Namespace:
         help="a config override for every run (repeatable): a deviation from the cell's protocol, "
         "e.g. data.neg_sampling=uniform; its runs are the way <way>+KEY=VALUE",
     )
-    ap.add_argument("--out", default="runs/repro", help="output folder (default runs/repro)")
+    ap.add_argument("--out", type=output_dir, default="runs/repro", help="output folder (default runs/repro)")
     ap.add_argument("--report", action="store_true", help="only write and print the table of finished runs")
     return ap.parse_args(argv)
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from dygnex_jax.config import load_config
 from dygnex_jax.devices import force_host_devices
 from dygnex_jax.errors import ArgumentParser, UserError, run_tool
+from dygnex_jax.files import output_dir
 from dygnex_jax.research import sweep
 
 
@@ -51,7 +52,12 @@ def parse_args(argv) -> argparse.Namespace:
         help="P (default: parallel.devices of the config, else 8); a grid over parallel.devices overrides it",
     )
     ap.add_argument("--train", action="store_true", help="train every point (default: schedule figures only)")
-    ap.add_argument("--out", default=None, help="output folder (default results/sweep/<config name>-<time>)")
+    ap.add_argument(
+        "--out",
+        type=output_dir,
+        default=None,
+        help="output folder (default results/sweep/<config name>-<time>)",
+    )
     ap.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides for every point")
     return ap.parse_args(argv)
 

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from dygnex_jax.config import load_config
 from dygnex_jax.errors import ArgumentParser, UserError, run_tool
+from dygnex_jax.files import output_dir
 from dygnex_jax.research import cost_model_check as check
 from dygnex_jax.research import simulator_validation as validation
 
@@ -61,7 +62,7 @@ def worker(argv: list[str]) -> int:
 
 def parse(argv: list[str]) -> argparse.Namespace:
     p = ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", default="runs/validate_simulator")
+    p.add_argument("--out", type=output_dir, default="runs/validate_simulator")
     p.add_argument(
         "--fit", default="bitcoin_otc,uci_collegemsg,as733", help="datasets profiled into the model"
     )
