@@ -37,6 +37,8 @@ FORMAT = "dygnex_cost_profiles"
 VERSION = 1
 SETTINGS = ("auto", "analytic")  # schedule.cost_model besides a file path ("" reads as analytic)
 LOAD_FLAG = 2.0  # a profile begun above this 1-minute load average is flagged (others' work is timed too)
+# what `profile --design` builds (profile.design); named here, in a module without JAX, for the tools' parsers
+PROFILE_DESIGNS = ("bands", "designed", "mixed", "random")
 
 
 def folder() -> Path:

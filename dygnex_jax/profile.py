@@ -41,7 +41,7 @@ from .padding import aligned, bucketed, edge_need, layout_view
 from .schedule.cost import CostModel, fit, held_out_errors, window_features
 from .train import Trainer
 
-DESIGNS = ("bands", "designed", "mixed", "random")
+DESIGNS = cost_cache.PROFILE_DESIGNS
 
 
 def random_step(trainer: Trainer, rng: np.random.Generator, batch_size: int) -> list[list[int]]:
@@ -49,7 +49,12 @@ def random_step(trainer: Trainer, rng: np.random.Generator, batch_size: int) -> 
     ``np.array_split``'s contiguous parts: a step as a random batch of training would draw it."""
     n = len(trainer.train_costs)
     ids = rng.choice(n, size=min(batch_size, n), replace=False)
-    return [list(map(int, part)) for part in np.array_split(ids, trainer.n_devices)]
+    return split_over(ids, trainer.n_devices)
+
+
+def split_over(ids: np.ndarray, devices: int) -> list[list[int]]:
+    """Windows ``ids`` over ``devices`` in ``np.array_split``'s contiguous parts, as a training step holds them."""
+    return [list(map(int, part)) for part in np.array_split(ids, devices)]
 
 
 def beside_step(trainer: Trainer, seed: int) -> tuple[list, Budget]:
@@ -123,7 +128,7 @@ def profile_steps(trainer: Trainer, n_steps: int, seed: int) -> list[list]:
         lo = int(len(order) * (i / max(n_steps - 1, 1)) * 0.9)
         band = order[lo : lo + max(m * trainer.n_devices * 2, 1)]
         pick = rng.choice(band, size=min(len(band), m * trainer.n_devices), replace=False)
-        steps.append([list(part) for part in np.array_split(pick, trainer.n_devices)])
+        steps.append(split_over(pick, trainer.n_devices))
     return steps
 
 

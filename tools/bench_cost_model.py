@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+from dygnex_jax.cost_cache import PROFILE_DESIGNS
 from dygnex_jax.errors import ArgumentParser, UserError, run_tool
 from dygnex_jax.files import output_dir
 from dygnex_jax.research import cost_model_check as check
@@ -43,7 +44,7 @@ def main(argv=None) -> int:
     p.add_argument("--profile-steps", type=int, default=16)
     p.add_argument(
         "--profile-design",
-        choices=("bands", "designed", "mixed", "random"),
+        choices=PROFILE_DESIGNS,
         default="bands",
         help="the budgets the profiles time (profile --design)",
     )

@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 
 from dygnex_jax.config import load_config
+from dygnex_jax.cost_cache import PROFILE_DESIGNS
 from dygnex_jax.errors import ArgumentParser, UserError, run_tool
 from dygnex_jax.files import output_dir
 from dygnex_jax.research import cost_model_check as check
@@ -77,7 +78,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--profile-steps", type=int, default=12)
     p.add_argument(
         "--profile-design",
-        choices=("bands", "designed", "mixed", "random"),
+        choices=PROFILE_DESIGNS,
         default="bands",
         help="the budgets the profiles time (profile --design)",
     )
