@@ -47,6 +47,19 @@ def test_partly_overlapping_seeds_are_refused():
         merge(reproduce.table(runs[:2]) + reproduce.table(runs[1:]))
 
 
+def test_a_rerun_with_the_same_seeds_is_refused_not_pooled():
+    """The same seeds trained again (other code) give other runs: neither row may silently win."""
+    first, again = (
+        results([0, 1, 2], rng=np.random.default_rng(1)),
+        results([0, 1, 2], rng=np.random.default_rng(2)),
+    )
+    with pytest.raises(UserError, match="a re-run"):
+        merge(reproduce.table(first) + reproduce.table(again))
+    later = [dict(r, best_epoch=r["best_epoch"] + 5) for r in again]  # the superset's seed 0 is another run
+    with pytest.raises(UserError, match="seed 0 is a different run"):
+        merge(reproduce.table(first[:1]) + reproduce.table(later))
+
+
 def test_every_published_cell_is_listed_and_ways_stay_apart():
     rows = merge(reproduce.table(results([0, 1]) + results([0], way="dygnex")))
     table = full_table(rows, {("egcn_o", "as733"): "egcn_o_as733"})

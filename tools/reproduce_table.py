@@ -3,7 +3,9 @@
     python tools/reproduce_table.py docs/reproduce_*_seeds.json ... --json docs/reproduce_table.json
 
 Rows of one (cell, way) from several files pool exactly (disjoint seeds); a row whose seeds another row
-of the same (cell, way) holds is superseded by it; other overlaps are refused. Every published cell
+of the same (cell, way) holds is superseded by it; other overlaps are refused, and so is a seed that is
+a different run in two files (a re-run: give it its own way). The --json file itself, if among the
+inputs, is skipped. Every published cell
 without a run of the protocol as written is listed as not run. Prints the markdown table; --json writes
 the rows and, beside it, the same table as .md.
 """
@@ -29,7 +31,12 @@ def main(argv=None) -> int:
     ap.add_argument("tables", nargs="+", help="reproduce.json files (or docs files holding their rows)")
     ap.add_argument("--json", type=output_file, help="write the rows here (and the markdown beside it, .md)")
     a = ap.parse_args(argv)
-    rows = full_table(merge(load_rows(a.tables)), cell_names())
+    # the table this call replaces is not one of its inputs (a glob like docs/reproduce*.json holds it)
+    out = Path(a.json).resolve() if a.json else None
+    tables = [t for t in a.tables if Path(t).resolve() != out]
+    if not tables:
+        ap.error("no tables to pool besides --json's own file")
+    rows = full_table(merge(load_rows(tables)), cell_names())
     text = table_markdown(rows)
     if a.json:
         with staged():  # both or neither

@@ -81,6 +81,7 @@ def merge(rows: list[dict]) -> list[dict]:
         groups.setdefault((r["cell"], r["way"]), []).append(r)
     merged = []
     for (cell, way), rs in groups.items():
+        _check_same_runs(cell, way, rs)
         keep = [r for r in rs if not any(set(r["seeds"]) < set(o["seeds"]) for o in rs if o is not r)]
         unique = []
         for r in keep:  # the same seeds twice (one call's table copied to two files): keep one
@@ -97,6 +98,28 @@ def merge(rows: list[dict]) -> list[dict]:
                 seen[s] = r.get("source", "?")
         merged.append(_pool(unique))
     return merged
+
+
+def _check_same_runs(cell: str, way: str, rows: list[dict]) -> None:
+    """Two rows of one (cell, way) that share a seed must hold the same run of it — one call's table
+    copied, or an earlier part of a later table — with the same best and last epoch (and, for the same
+    seeds, the same means): a re-run on other code with the same seeds is another way, not a copy."""
+    for i, a in enumerate(rows):
+        for b in rows[i + 1 :]:
+            ea = dict(zip(a["seeds"], zip(a["best_epochs"], a["epochs"])))
+            eb = dict(zip(b["seeds"], zip(b["best_epochs"], b["epochs"])))
+            same_set = set(a["seeds"]) == set(b["seeds"])
+            differ = [s for s in ea if s in eb and ea[s] != eb[s]]
+            if not differ and same_set:
+                differ = [
+                    s for s in a["seeds"] if any(a[k] != b[k] for k in ("test_map_mean", "test_mrr_mean"))
+                ]
+            if differ:
+                raise UserError(
+                    f"{cell} / {way}: seed {differ[0]} is a different run in {a.get('source', '?')} and in "
+                    f"{b.get('source', '?')} (a re-run?): pass one of them, or give the re-run its own way "
+                    "(tools/reproduce.py --set)"
+                )
 
 
 def _order(row: dict) -> tuple:
