@@ -74,15 +74,12 @@ def trained(trainer, epoch: int, ahead: int) -> dict:
 
 def prepacked(trainer, epoch: int, use_executables: bool) -> dict:
     """The epoch's steps packed and placed first, then run back to back -> its steps and wall seconds."""
-    from dygnex_jax import parallel
-    from dygnex_jax.epoch_loop import run_step
+    from dygnex_jax.epoch_loop import prepared_steps, run_step
 
     start = time.perf_counter()
-    sched = trainer.epoch_schedule(epoch)
-    packed = []
-    for step in sched.steps:
-        batch, budget, _, _ = trainer.pack_train(step, epoch)
-        packed.append((parallel.shard_batch(trainer.mesh, batch), budget))
+    with_prefetch(trainer, 0)  # training's own packing and placing, one step after another, all first
+    prepared = list(prepared_steps(trainer, trainer.epoch_schedule(epoch), epoch))
+    packed = [(placed, budget) for _, placed, budget, _, _ in prepared]
     steps = []
     for placed, budget in packed:
         if use_executables:

@@ -29,7 +29,6 @@ from dygnex_jax.config import load_config
 from dygnex_jax.errors import ArgumentParser, UserError, run_tool
 from dygnex_jax.files import atomic_write_text, json_text, output_dir, staged
 from dygnex_jax.research import reproduce
-from dygnex_jax.runlog import check_out_path
 
 
 def parse_args(argv) -> argparse.Namespace:
@@ -121,7 +120,6 @@ def main(argv=None) -> int:
     for c in configs:
         load_config(c, list(sets))  # a config that cannot load fails here, before anything runs
     out = Path(args.out)
-    check_out_path(out)  # a file, or under one
     out.mkdir(parents=True, exist_ok=True)
     runs = reproduce.plan_runs(
         configs, seeds, ways, out, args.devices, args.batch, args.lr_scale, args.patience_scale, sets
