@@ -67,27 +67,19 @@ def beside_step(trainer: Trainer, seed: int) -> tuple[list, Budget]:
     return step, bucketed(trainer.packer.step_need(step, "train", 0)[1], p.bucket_ratio, p.min_bucket)
 
 
-def time_step(
-    trainer: Trainer, step: list, repeats: int, next_step: tuple[list, Budget]
-) -> tuple[np.ndarray, float, float, float]:
-    """(padded work [3], median seconds, compile seconds, median seconds alone) of one train step: the
-    first run compiles (its time less the median is the compilation's), the next ``repeats`` are timed.
-    With ``parallel.prefetch`` > 0 (the default) a background thread packs and places ``next_step`` (a
-    full training step and its budget, ``beside_step``) while each timed run goes, as training's
-    prefetch does with the next step: on a 2-core machine that contention is part of what a training
-    step costs (measured: Bitcoin-Alpha at 1 device, 0.252 s steps without prefetch, 0.321 s with it).
-    An epoch's last step has no next step to pack: each repeat is also timed alone, interleaved with the
-    runs beside the packing (without prefetch, every run is alone and the two medians are one)."""
-    batch, _, budget = trainer.pack(step, "train", epoch=0)
-    beside = trainer.config.parallel.prefetch > 0
+class _Timed:
+    """One profiled step: its packed batch and padded work, and its times (``run`` adds one)."""
 
-    def pack_next():
-        return parallel.shard_batch(
-            trainer.mesh, trainer.pack(next_step[0], "train", epoch=0, budget=next_step[1])[0]
-        )
+    def __init__(self, trainer: Trainer, step: list):
+        self.batch, _, budget = trainer.pack(step, "train", epoch=0)
+        self.work = trainer.padded_work(budget)
+        self.first = 0.0
+        self.beside: list[float] = []
+        self.alone: list[float] = []
 
-    def run(pool) -> float:
-        sharded = parallel.shard_batch(trainer.mesh, batch)
+    def run(self, trainer: Trainer, pool, pack_next) -> float:
+        """One train step on this batch -> its seconds; ``pool``: the next step is packed beside it."""
+        sharded = parallel.shard_batch(trainer.mesh, self.batch)
         packing = pool.submit(pack_next) if pool is not None else None
         start = time.perf_counter()
         trainer.params, trainer.opt_state, stats = trainer.train_step(
@@ -98,18 +90,6 @@ def time_step(
         if packing is not None:
             packing.result()
         return seconds
-
-    with ThreadPoolExecutor(1, thread_name_prefix="dygnex-profile-pack") as pool:
-        pool = pool if beside else None
-        first = run(pool)
-        times, alone = [], []
-        for _ in range(repeats):
-            times.append(run(pool))
-            if beside:
-                alone.append(run(None))
-    median = statistics.median(times)
-    median_alone = statistics.median(alone) if alone else median
-    return trainer.padded_work(budget), median, max(first - median, 0.0), median_alone
 
 
 def profile_steps(trainer: Trainer, n_steps: int, seed: int) -> list[list]:
@@ -230,21 +210,54 @@ def design(trainer: Trainer, kind: str, n_steps: int, seed: int) -> list[tuple[l
 def time_steps(trainer: Trainer, steps: list, repeats: int, log) -> dict:
     """Every distinct budget among ``steps`` ((step, budget) pairs; a budget of None: the step's
     bucket): {"rows": padded work, "seconds": median seconds (beside the next step's packing),
-    "seconds_alone": median seconds alone, "compiles": compile seconds}."""
-    got = {"rows": [], "seconds": [], "seconds_alone": [], "compiles": []}
-    seen: set[tuple] = set()
+    "seconds_alone": median seconds alone, "compiles": compile seconds}.
+
+    Each step's first run compiles it (its time less the step's median is the compilation's); then
+    ``repeats`` rounds each run every step once beside the packing of a full training step
+    (``beside_step``, as training's prefetch packs the next step: on a 2-core machine that contention
+    is part of what a training step costs — Bitcoin-Alpha at 1 device, 0.252 s steps without
+    prefetch, 0.321 s with it) and once alone (an epoch's last step has no next step to pack; without
+    prefetch every run is alone and the two medians are one). Rounds, not one step's repeats back to
+    back: this machine's speed wanders by ±10 % over ~10 s (a fixed step's median of 8 runs, taken
+    every 10 s for 2 minutes: 130–210 ms), so a step timed in one burst carries that moment's speed
+    into the fit as if it were the step's own; in rounds every step's median spans the whole profile."""
+    beside = trainer.config.parallel.prefetch > 0
     next_step = beside_step(trainer, trainer.config.train.seed)
-    for i, (step, budget) in enumerate(steps):
-        trainer.planned = None if budget is None else [budget]
-        work, sec, comp, alone = time_step(trainer, step, repeats, next_step)
-        log(
-            f"profile step {i + 1}/{len(steps)}: nodes {work[0]:.0f} edges {work[1]:.0f} pairs {work[2]:.0f}  "
-            f"{sec * 1e3:.1f} ms, alone {alone * 1e3:.1f} ms (compiled in {comp:.2f} s)"
+
+    def pack_next():
+        return parallel.shard_batch(
+            trainer.mesh, trainer.pack(next_step[0], "train", epoch=0, budget=next_step[1])[0]
         )
-        if tuple(work) not in seen:
-            seen.add(tuple(work))
-            for key, value in zip(got, (work, sec, alone, comp)):
-                got[key].append(value)
+
+    timed: list[_Timed] = []
+    seen: set[tuple] = set()
+    with ThreadPoolExecutor(1, thread_name_prefix="dygnex-profile-pack") as pool:
+        pool = pool if beside else None
+        for i, (step, budget) in enumerate(steps):
+            trainer.planned = None if budget is None else [budget]
+            t = _Timed(trainer, step)
+            if tuple(t.work) in seen:  # two steps on one budget: the first stands for it
+                continue
+            seen.add(tuple(t.work))
+            t.first = t.run(trainer, pool, pack_next)
+            timed.append(t)
+            log(f"profile step {i + 1}/{len(steps)}: compiled and ran in {t.first:.2f} s")
+        for _ in range(repeats):
+            for t in timed:
+                t.beside.append(t.run(trainer, pool, pack_next))
+                if beside:
+                    t.alone.append(t.run(trainer, None, pack_next))
+    got = {"rows": [], "seconds": [], "seconds_alone": [], "compiles": []}
+    for t in timed:
+        sec = statistics.median(t.beside)
+        alone = statistics.median(t.alone) if t.alone else sec
+        comp = max(t.first - sec, 0.0)
+        log(
+            f"profile budget: nodes {t.work[0]:.0f} edges {t.work[1]:.0f} pairs {t.work[2]:.0f}  "
+            f"{sec * 1e3:.1f} ms, alone {alone * 1e3:.1f} ms (compiled in {comp:.2f} s; {repeats} rounds)"
+        )
+        for key, value in zip(got, (t.work, sec, alone, comp)):
+            got[key].append(value)
     return got
 
 

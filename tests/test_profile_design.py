@@ -3,6 +3,8 @@ apart over the run's range, each budget holding the real step packed on it."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -162,3 +164,50 @@ def test_random_design_draws_training_like_steps_on_their_exact_needs():
         assert all(b - n < 8 for b, n in zip(budget.as_tuple()[:3], need.as_tuple()[:3]))
         assert trainer.pack(step, "train", epoch=0, budget=budget)[2] == budget
     assert design(trainer, "random", 8, seed=1) == steps
+
+
+@pytest.mark.parametrize("prefetch", [1, 0])
+def test_profile_times_its_steps_in_rounds(monkeypatch, prefetch):
+    """``time_steps`` compiles every distinct budget first (a step on a budget already seen is not
+    timed), then runs ``repeats`` rounds, each timing every step once beside the next step's packing and
+    once alone (without prefetch: once, alone) — never one step's runs back to back — and reports each
+    step's medians of its own runs, its compilation as its first run less that median."""
+    from dygnex_jax import profile
+
+    trainer = _trainer(devices=2, batch=8)
+    trainer.config = dataclasses.replace(
+        trainer.config, parallel=dataclasses.replace(trainer.config.parallel, prefetch=prefetch)
+    )
+    steps = design(trainer, "bands", 4, seed=0)
+    steps = steps + [steps[0]]  # a second step on a budget already timed
+    calls, clock = [], iter(range(1, 10_000))
+    real_run = profile._Timed.run
+
+    def run(self, tr, pool, pack_next):
+        real_run(self, tr, pool, pack_next)  # the real step, so the budgets compile and run
+        calls.append((id(self), pool is not None))
+        return float(next(clock))  # every run its own time: medians are checkable
+
+    monkeypatch.setattr(profile._Timed, "run", run)
+    got = profile.time_steps(trainer, steps, repeats=3, log=lambda *_: None)
+    n = len(got["rows"])
+    assert n == len({tuple(r) for r in got["rows"]}) and 2 <= n <= 4
+    ids = [c[0] for c in calls]
+    first, rest = ids[:n], ids[n:]
+    assert len(set(first)) == n  # each budget compiled once, before any timed run
+    per_round = 2 * n if prefetch else n
+    assert len(rest) == 3 * per_round
+    for r in range(3):  # a round runs every step, in the same order, beside then alone
+        chunk = calls[n + r * per_round : n + (r + 1) * per_round]
+        assert [c[0] for c in chunk][:: 2 if prefetch else 1] == first
+        if prefetch:
+            assert [c[1] for c in chunk] == [True, False] * n
+        else:
+            assert not any(c[1] for c in chunk)
+    for j in range(n):  # the times handed out: step j's runs are j-th in every round
+        mine = [n + r * per_round + (2 * j if prefetch else j) for r in range(3)]
+        beside = [float(k + 1) for k in mine]
+        assert got["seconds"][j] == beside[1]
+        alone = [float(k + 2) for k in mine] if prefetch else beside
+        assert got["seconds_alone"][j] == alone[1]
+        assert got["compiles"][j] == 0.0  # its first run (time j + 1) is shorter than its median

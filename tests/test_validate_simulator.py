@@ -176,3 +176,32 @@ def test_the_order_of_profiles_and_trials(tmp_path, monkeypatch, order):
     # minutes since the profile: count order trains right after its group's profile, all after every profile
     first = rows[0][0]["age"]
     assert first == (1 if order == "count" else 3)
+
+
+def test_a_rows_trials_are_simulated_once(monkeypatch):
+    """Trials of one row (same config, model and clean epochs) share one simulation; another model, or
+    other epochs, simulate anew; a row compared from the cache equals one compared afresh."""
+    trials = [payload(2, s) for s in (1.6, 1.0)]
+    fresh = validation.compare("synthetic", False, "2 dev", 1, trials[1], config(2), cores=2)
+    validation._SIMULATED.clear()
+    real, calls = validation.simulated_epochs, []
+
+    def counted(*a, **k):
+        calls.append(a[1].source)
+        return real(*a, **k)
+
+    monkeypatch.setattr(validation, "simulated_epochs", counted)
+    first = validation.compare("synthetic", False, "2 dev", 1, trials[0], config(2), cores=2)
+    assert len(calls) == 2  # the run's model and the analytic one (MODEL times no step alone)
+    second = validation.compare("synthetic", False, "2 dev", 1, trials[1], config(2), cores=2)
+    assert len(calls) == 2 and second == fresh
+    assert first["simulated_seconds"] == second["simulated_seconds"]
+    assert first["error_vs_steps"] == pytest.approx(1 / 1.6 - 1) and second[
+        "error_vs_steps"
+    ] == pytest.approx(0.0)
+    other = {**trials[1], "cost_model": {**MODEL.to_dict(), "coef": [4e-6, 3e-7, 4e-7, 1e-3, 2e-2]}}
+    validation.compare("synthetic", False, "2 dev", 1, other, config(2), cores=2)
+    assert len(calls) == 4
+    one_epoch = {**trials[1], "steps": [s for s in trials[1]["steps"] if s["epoch"] == 2]}
+    validation.compare("synthetic", False, "2 dev", 1, one_epoch, config(2), cores=2)
+    assert len(calls) == 6

@@ -147,6 +147,34 @@ def simulated_epochs(
     return rows
 
 
+# (config, model, layout, devices, epochs, link, cores) -> the three simulations of ``compare``: a row's
+# trials share their model (the cache's profile refitted around the dataset's steps) and, unless a trial
+# compiled a step another did not, their epochs, so a row is simulated once, not once per trial
+_SIMULATED: dict[str, tuple] = {}
+
+
+def _simulations(config, model: CostModel, layout: str, p: int, epochs: list, link: str, cores: int):
+    """(with ``model``, with the analytic model, with ``model`` pricing every step beside the packing)
+    simulations of ``epochs`` (``simulated_epochs``), computed once per distinct input."""
+    key = json.dumps([repr(config), model.to_dict(), layout, p, epochs, link, cores], sort_keys=True)
+    if key not in _SIMULATED:
+        inst = sim.instance_from_config(config)  # the dataset is loaded once for the three
+        got = simulated_epochs(config, model, p, epochs, link, cores, inst)
+        before = simulated_epochs(
+            config, default_cost_model(model.window, layout), p, epochs, link, cores, inst
+        )
+        # the same without pricing an epoch's last step alone (as the simulator did before coef_alone)
+        beside = (
+            simulated_epochs(
+                config, dataclasses.replace(model, coef_alone=None), p, epochs, link, cores, inst
+            )
+            if model.coef_alone is not None
+            else got
+        )
+        _SIMULATED[key] = (got, before, beside)
+    return _SIMULATED[key]
+
+
 def compare(dataset: str, fitted: bool, label: str, procs: int, data: dict, config, cores: int) -> dict:
     """One run's row: measured vs simulated (the run's model, and the analytic one) per clean epoch."""
     p = data["devices"]
@@ -156,17 +184,7 @@ def compare(dataset: str, fitted: bool, label: str, procs: int, data: dict, conf
         raise UserError(f"{dataset} {label}: every epoch compiled a step; train more epochs")
     link = "loopback" if procs > 1 else "none"
     model = CostModel.from_dict(data["cost_model"])
-    inst = sim.instance_from_config(config)  # the dataset is loaded once for both simulations
-    got = simulated_epochs(config, model, p, clean, link, cores, inst)
-    before = simulated_epochs(
-        config, default_cost_model(model.window, data["layout"]), p, clean, link, cores, inst
-    )
-    # the same without pricing an epoch's last step alone (as the simulator did before coef_alone)
-    beside = (
-        simulated_epochs(config, dataclasses.replace(model, coef_alone=None), p, clean, link, cores, inst)
-        if model.coef_alone is not None
-        else got
-    )
+    got, before, beside = _simulations(config, model, data["layout"], p, clean, link, cores)
     measured = [[s["seconds"] for s in steps if s["epoch"] == e] for e in clean]
     step_errors = [
         s / m - 1
