@@ -1,7 +1,7 @@
 """Profiling: time real SPMD train steps over a spread of packed sizes and fit the cost model.
 
 ``python -m dygnex_jax profile --config X [--out DIR] [--steps N] [--design D]`` times N train steps,
-each budget run once to compile it and then ``repeats`` times (median), and fits ``seconds ≈ coef ·
+each budget run once to compile it and then timed in ``repeats`` rounds of every step (median), and fits ``seconds ≈ coef ·
 features(padded budget)`` by non-negative least squares (``schedule/cost.py``). Which budgets
 (``--design``): ``bands`` — steps of 1, 2, ... windows per device drawn from bands of similar training
 windows, small to large, each on its own bucket: nodes, edges and pairs rise together (correlation
@@ -218,9 +218,9 @@ def time_steps(trainer: Trainer, steps: list, repeats: int, log) -> dict:
     is part of what a training step costs — Bitcoin-Alpha at 1 device, 0.252 s steps without
     prefetch, 0.321 s with it) and once alone (an epoch's last step has no next step to pack; without
     prefetch every run is alone and the two medians are one). Rounds, not one step's repeats back to
-    back: this machine's speed wanders by ±10 % over ~10 s (a fixed step's median of 8 runs, taken
-    every 10 s for 2 minutes: 130–210 ms), so a step timed in one burst carries that moment's speed
-    into the fit as if it were the step's own; in rounds every step's median spans the whole profile."""
+    back: this machine's speed wanders by ±10 % over ~10 s (``tools/bench_drift.py``: one step's median
+    of 8 runs, every ~5 s for 2 minutes, 134–224 ms), so a step timed in one burst carries that moment's
+    speed into the fit as if it were the step's own; in rounds every step's median spans the profile."""
     beside = trainer.config.parallel.prefetch > 0
     next_step = beside_step(trainer, trainer.config.train.seed)
 
