@@ -67,7 +67,19 @@ def beside_step(trainer: Trainer, seed: int) -> tuple[list, Budget]:
     return step, bucketed(trainer.packer.step_need(step, "train", 0)[1], p.bucket_ratio, p.min_bucket)
 
 
-class _Timed:
+def next_packer(trainer: Trainer, next_step: tuple[list, Budget]):
+    """A function that packs and places ``next_step`` (``beside_step``'s) on the devices, as training's
+    prefetch does with the next step: what a timed run has beside it."""
+
+    def pack_next():
+        return parallel.shard_batch(
+            trainer.mesh, trainer.pack(next_step[0], "train", epoch=0, budget=next_step[1])[0]
+        )
+
+    return pack_next
+
+
+class TimedStep:
     """One profiled step: its packed batch and padded work, and its times (``run`` adds one)."""
 
     def __init__(self, trainer: Trainer, step: list):
@@ -222,20 +234,14 @@ def time_steps(trainer: Trainer, steps: list, repeats: int, log) -> dict:
     of 8 runs, every ~5 s for 2 minutes, 134–224 ms), so a step timed in one burst carries that moment's
     speed into the fit as if it were the step's own; in rounds every step's median spans the profile."""
     beside = trainer.config.parallel.prefetch > 0
-    next_step = beside_step(trainer, trainer.config.train.seed)
-
-    def pack_next():
-        return parallel.shard_batch(
-            trainer.mesh, trainer.pack(next_step[0], "train", epoch=0, budget=next_step[1])[0]
-        )
-
-    timed: list[_Timed] = []
+    pack_next = next_packer(trainer, beside_step(trainer, trainer.config.train.seed))
+    timed: list[TimedStep] = []
     seen: set[tuple] = set()
     with ThreadPoolExecutor(1, thread_name_prefix="dygnex-profile-pack") as pool:
         pool = pool if beside else None
         for i, (step, budget) in enumerate(steps):
             trainer.planned = None if budget is None else [budget]
-            t = _Timed(trainer, step)
+            t = TimedStep(trainer, step)
             if tuple(t.work) in seen:  # two steps on one budget: the first stands for it
                 continue
             seen.add(tuple(t.work))

@@ -181,14 +181,14 @@ def test_profile_times_its_steps_in_rounds(monkeypatch, prefetch):
     steps = design(trainer, "bands", 4, seed=0)
     steps = steps + [steps[0]]  # a second step on a budget already timed
     calls, clock = [], iter(range(1, 10_000))
-    real_run = profile._Timed.run
+    real_run = profile.TimedStep.run
 
     def run(self, tr, pool, pack_next):
         real_run(self, tr, pool, pack_next)  # the real step, so the budgets compile and run
         calls.append((id(self), pool is not None))
         return float(next(clock))  # every run its own time: medians are checkable
 
-    monkeypatch.setattr(profile._Timed, "run", run)
+    monkeypatch.setattr(profile.TimedStep, "run", run)
     got = profile.time_steps(trainer, steps, repeats=3, log=lambda *_: None)
     n = len(got["rows"])
     assert n == len({tuple(r) for r in got["rows"]}) and 2 <= n <= 4

@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from dygnex_jax import parallel, profile
+from dygnex_jax import profile
 from dygnex_jax.config import load_config
 from dygnex_jax.errors import ArgumentParser, run_tool
 from dygnex_jax.files import atomic_write_text, output_file
@@ -33,12 +33,8 @@ from dygnex_jax.train import Trainer
 def bursts(trainer: Trainer, seconds: float, every: float, runs: int, seed: int = 3) -> list[dict]:
     """[{"at": s since the first burst, "ms": the burst's median step, "load": 1-min load}] of one step."""
     step = profile.random_step(trainer, np.random.default_rng(seed), trainer.config.train.batch_size)
-    nxt = profile.beside_step(trainer, trainer.config.train.seed)
-    timed = profile._Timed(trainer, step)
-
-    def pack_next():
-        return parallel.shard_batch(trainer.mesh, trainer.pack(nxt[0], "train", epoch=0, budget=nxt[1])[0])
-
+    pack_next = profile.next_packer(trainer, profile.beside_step(trainer, trainer.config.train.seed))
+    timed = profile.TimedStep(trainer, step)
     points = []
     with ThreadPoolExecutor(1, thread_name_prefix="dygnex-drift-pack") as pool:
         timed.run(trainer, pool, pack_next)  # compiles
