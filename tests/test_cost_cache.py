@@ -10,7 +10,7 @@ from dygnex_jax import cost_cache, plan
 from dygnex_jax.config import load_config
 from dygnex_jax.errors import UserError
 from dygnex_jax.padding import Budget
-from dygnex_jax.schedule.cost import CostModel, default_cost_model, held_out_errors, window_features
+from dygnex_jax.schedule.cost import CostModel, _nnls, default_cost_model, held_out_errors, window_features
 
 TRUE = np.array([3e-7, 2e-6, 1e-6, 2e-4, 4e-3])  # seconds per node-step, edge, pair, snapshot, step
 
@@ -159,13 +159,23 @@ def test_slowdown_is_relative_to_the_devices_a_model_was_profiled_with():
 
 
 def test_held_out_errors_are_out_of_sample():
+    """Every row is predicted once by a fit that did not see it (5 folds): on exact data every error is
+    ~0; a row that does not follow the others shows its own error, from a fit on the rest; below 5 rows
+    the error is in sample."""
     work, secs = timed(3, 25, 10, 5000, noise=0.0)
     x = window_features(work, 10)
     errs = held_out_errors(x, secs)
-    assert len(errs) == 5 and np.max(errs) < 1e-6  # exact data: exact predictions of held-out rows
-    bad = secs.copy()
-    bad[4] *= 3  # a held-out row that does not follow the others: its error shows
-    assert held_out_errors(x, bad)[0] == pytest.approx(2 / 3, rel=1e-3)
+    assert len(errs) == 25 and np.max(errs) < 1e-6  # exact data: exact predictions of every held-out row
+    for row in (4, 7):
+        bad = secs.copy()
+        bad[row] *= 3  # this row alone does not follow the others
+        got = held_out_errors(x, bad)
+        assert got[row] == pytest.approx(2 / 3, rel=1e-3)  # predicted from its fold's fit: the true time
+        same_fold = np.arange(25) % 5 == row % 5
+        assert np.max(got[same_fold & (np.arange(25) != row)]) < 1e-6  # fitted without the bad row
+    y = secs[:4] * [1, 1, 1, 2]
+    in_sample = np.abs(x[:4] @ _nnls(x[:4], y) - y) / y
+    np.testing.assert_allclose(held_out_errors(x[:4], y), in_sample)  # below 5 rows: in sample
 
 
 def test_the_schedule_commands_weights_are_the_trainers_under_a_profiled_model():

@@ -13,7 +13,7 @@ numpy/scipy only. The features of a load ``(nodes, edges, pairs)`` run for a win
 per dimension (DESIGN §2): ``predict_step_seconds`` evaluates the model on the per-step padded
 load (the max over devices of each column, or the shape budget actually used). ``fit`` is a
 non-negative least-squares fit (``scipy.optimize.nnls``) on measured step times, with its error
-(mean absolute percentage error) on a deterministic held-out fifth of the rows. ``weights`` turns
+(mean absolute percentage error) out of sample, each row predicted by a fit on the other folds. ``weights`` turns
 a model into the scheduler's (alpha, beta, gamma).
 """
 
@@ -35,7 +35,7 @@ FEATURES = ("node_steps", "edges", "pairs", "snapshots", "constant")
 _FORMAT = "dygnex_cost_model"
 # 2 added devices, compile_seconds, load_average, datasets; 3 coef_alone (older files read as before)
 _VERSION = 3
-HOLDOUT_EVERY = 5  # rows i with i % 5 == 4 are held out to measure the fit error (80/20)
+HOLDOUT_EVERY = 5  # folds of the fit error: row i is predicted by a fit on the rows outside fold i % 5
 
 
 def window_features(costs: np.ndarray, window: int) -> np.ndarray:
@@ -266,9 +266,9 @@ def _nnls(features: np.ndarray, seconds: np.ndarray) -> np.ndarray:
 def fit(features: np.ndarray, seconds: np.ndarray, *, window: int = 10, source: str = "fit") -> CostModel:
     """Fit seconds ≈ features · coef, coef >= 0 (``scipy.optimize.nnls``).
 
-    The error is measured out of sample: rows ``i % HOLDOUT_EVERY == HOLDOUT_EVERY - 1`` are held
-    out of a first fit and ``mape`` is its error on them (with fewer than ``HOLDOUT_EVERY`` rows, the
-    in-sample error). The returned coefficients are then refitted on all rows.
+    The error is measured out of sample: ``mape`` is the mean of ``held_out_errors`` (every row predicted
+    by a fit on the other folds; with fewer than ``HOLDOUT_EVERY`` rows, the in-sample error). The
+    returned coefficients are fitted on all rows.
 
     Args:
       features: [N, F] from ``window_features`` (of measured steps' padded loads).
@@ -338,19 +338,23 @@ def beyond_profile(model: CostModel, work: np.ndarray) -> str:
 
 
 def held_out_errors(features: np.ndarray, seconds: np.ndarray) -> np.ndarray:
-    """|predicted / measured - 1| of the held-out rows (``i % HOLDOUT_EVERY == HOLDOUT_EVERY - 1``) under
-    a fit on the others (with fewer than ``HOLDOUT_EVERY`` rows: every row, in sample); rows with
-    seconds <= 0 are skipped."""
+    """|predicted / measured - 1| of every row under a fit on the rows outside its fold (row i in fold
+    ``i % HOLDOUT_EVERY``: each row held out once, ``HOLDOUT_EVERY``-fold), in row order; with fewer than
+    ``HOLDOUT_EVERY`` rows, every row in sample. Rows with seconds <= 0 are skipped. (Until 2026-12-07
+    only the last fold was held out: two rows of a 12-step profile, whose error moved by several points
+    from one profile to the next.)"""
     features = np.asarray(features, np.float64)
     seconds = np.asarray(seconds, np.float64).reshape(-1)
-    held = np.arange(len(seconds)) % HOLDOUT_EVERY == HOLDOUT_EVERY - 1
-    if not (held.any() and (~held).any()):
-        held = np.ones(len(seconds), bool)
-        coef = _nnls(features, seconds)
+    fold = np.arange(len(seconds)) % HOLDOUT_EVERY
+    predicted = np.empty(len(seconds))
+    if len(seconds) < HOLDOUT_EVERY:
+        predicted[:] = features @ _nnls(features, seconds)
     else:
-        coef = _nnls(features[~held], seconds[~held])
-    ok = held & (seconds > 0)
-    return np.abs(features[ok] @ coef - seconds[ok]) / seconds[ok]
+        for k in range(HOLDOUT_EVERY):
+            held = fold == k
+            predicted[held] = features[held] @ _nnls(features[~held], seconds[~held])
+    ok = seconds > 0
+    return np.abs(predicted[ok] - seconds[ok]) / seconds[ok]
 
 
 def padded_loads(loads: np.ndarray) -> np.ndarray:
