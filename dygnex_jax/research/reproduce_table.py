@@ -104,16 +104,17 @@ def _check_same_runs(cell: str, way: str, rows: list[dict]) -> None:
     """Two rows of one (cell, way) that share a seed must hold the same run of it — one call's table
     copied, or an earlier part of a later table — with the same best and last epoch (and, for the same
     seeds, the same means): a re-run on other code with the same seeds is another way, not a copy."""
+    epochs = [dict(zip(r["seeds"], zip(r["best_epochs"], r["epochs"]))) for r in rows]
     for i, a in enumerate(rows):
-        for b in rows[i + 1 :]:
-            ea = dict(zip(a["seeds"], zip(a["best_epochs"], a["epochs"])))
-            eb = dict(zip(b["seeds"], zip(b["best_epochs"], b["epochs"])))
-            same_set = set(a["seeds"]) == set(b["seeds"])
+        for j in range(i + 1, len(rows)):
+            b, ea, eb = rows[j], epochs[i], epochs[j]
             differ = [s for s in ea if s in eb and ea[s] != eb[s]]
-            if not differ and same_set:
-                differ = [
-                    s for s in a["seeds"] if any(a[k] != b[k] for k in ("test_map_mean", "test_mrr_mean"))
-                ]
+            if (
+                not differ
+                and set(ea) == set(eb)
+                and any(a[k] != b[k] for k in ("test_map_mean", "test_mrr_mean"))
+            ):
+                differ = list(a["seeds"])  # the same seeds, the same epochs, other means: another run
             if differ:
                 raise UserError(
                     f"{cell} / {way}: seed {differ[0]} is a different run in {a.get('source', '?')} and in "
