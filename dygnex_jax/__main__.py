@@ -175,6 +175,7 @@ def _schedule(args, config) -> None:
     from .data.node_windows import task_windows
     from .runlog import header_line
     from .schedule.base import check_sizes
+    from .schedule.cost import mean_span
     from .tasks import get_task
 
     if args.devices < 0:  # before the data is loaded and its header line printed
@@ -196,6 +197,7 @@ def _schedule(args, config) -> None:
         scale=cost_cache.step_scale(
             ws.costs("train", config.data.neg_mult)[:, 2], config.train.batch_size, devices
         ),
+        span=mean_span(ws.costs("train", config.data.neg_mult)),
     )
     if note:
         print(note, file=sys.stderr, flush=True)

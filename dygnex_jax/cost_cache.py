@@ -164,7 +164,12 @@ def fit_pooled(
     that many pairs (``scale_weights``); 0: plain least squares in seconds."""
     names = sorted(datasets)
     feats = {
-        n: window_features(np.asarray(datasets[n]["rows"], float), int(datasets[n]["window"])) for n in names
+        n: window_features(
+            np.asarray(datasets[n]["rows"], float),
+            int(datasets[n]["window"]),
+            float(datasets[n].get("span", 0.0)),
+        )
+        for n in names
     }
     secs = {n: np.asarray(datasets[n]["seconds"], float) for n in names}
     x = np.concatenate([feats[n] for n in names])
@@ -234,10 +239,12 @@ def record(
     load,
     log=print,
     seconds_alone=None,
+    span: float = 0.0,
 ) -> tuple[CostModel, Path, dict]:
     """Add (or replace) ``dataset``'s timed steps in the entry of ``sig`` and refit on all its
     datasets -> (model, entry path, transfer errors). ``seconds_alone``: the same steps timed with
-    nothing packed beside them (None: not timed). Written atomically; an unreadable entry is
+    nothing packed beside them (None: not timed); ``span``: the mean node count of the dataset's
+    training windows (``schedule.cost.locality``; 0: not known). Written atomically; an unreadable entry is
     replaced (with a line)."""
     path = entry_path(sig)
     try:
@@ -252,6 +259,7 @@ def record(
         "seconds": [float(s) for s in seconds],
         "seconds_alone": None if seconds_alone is None else [float(s) for s in seconds_alone],
         "window": int(window),
+        "span": float(span),
         "compile_seconds": [float(c) for c in compile_seconds],
         "load": [float(x) for x in load],
         "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
@@ -325,16 +333,18 @@ def resolve(
     processes: int,
     platform: str,
     scale: float = 0.0,
+    span: float = 0.0,
 ) -> tuple[CostModel, str]:
     """The run's cost model for ``schedule.cost_model`` and a line for the log ("" when nothing to say):
     a file; ``analytic`` (or ""); ``auto``: this machine's profile of the run's signature (fitted
     around ``scale`` pairs per step when > 0, ``step_scale``), else the analytic model with the
-    command that profiles it."""
+    command that profiles it. ``span``: the mean node count of the run's windows, set on the model
+    (``schedule.cost.locality``)."""
     setting = config.schedule.cost_model
     if setting in ("", "analytic"):
         return default_cost_model(window, layout), ""
     if setting != "auto":
-        return CostModel.load(setting), f"cost model: {setting}"
+        return dataclasses.replace(CostModel.load(setting), span=span), f"cost model: {setting}"
     sig = signature(
         config,
         num_features=num_features,
@@ -345,7 +355,7 @@ def resolve(
     )
     model, note = lookup(sig, scale)
     if model is not None:
-        return dataclasses.replace(model, window=window), note
+        return dataclasses.replace(model, window=window, span=span), note
     why = note or f"no profile of {config.model.name} at {devices} device(s) on this machine"
     return default_cost_model(window, layout), (
         f"cost model: analytic ({why}): `python -m dygnex_jax profile` with this run's config and "

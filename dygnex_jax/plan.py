@@ -43,7 +43,7 @@ from .plan_search import (  # noqa: F401  (re-exported: the trainer, simulator, 
     window_slots,
 )
 from .schedule import cost_weights
-from .schedule.cost import CostModel, alone_steps
+from .schedule.cost import CostModel, alone_steps, mean_span
 from .schedule.ilp import require_installed
 from .schedule.metrics import (
     padding_efficiency,
@@ -129,6 +129,7 @@ def plan(
             layout=layout,
             devices=devices,
             scale=step_scale(costs[:, 2], config.train.batch_size, devices),
+            span=mean_span(costs),
         )
     if slowdown is None:
         slowdown = model_slowdown(model, devices, available_cores(), "cpu")

@@ -18,15 +18,17 @@ import jax
 
 from . import cost_cache, parallel
 from . import plan as planning
-from .schedule.cost import CostModel, default_cost_model
+from .schedule.cost import CostModel, default_cost_model, mean_span
 
 
 def resolve(trainer, kept: str | None = None) -> tuple[CostModel, str]:
     """(the run's cost model, a line on it for the log, "" when there is nothing to say). ``kept``: the
     model file a resumed run started with (``train.COST_MODEL_FILE``), used instead of ``auto``."""
     window = trainer.windows.window
+    span = mean_span(trainer.train_costs)
     if kept is not None:
-        return dataclasses.replace(CostModel.load(kept), window=window), f"cost model: the run's own, {kept}"
+        model = dataclasses.replace(CostModel.load(kept), window=window, span=span)
+        return model, f"cost model: the run's own, {kept}"
     model, note = cost_cache.resolve(
         trainer.config,
         window=window,
@@ -38,6 +40,7 @@ def resolve(trainer, kept: str | None = None) -> tuple[CostModel, str]:
         scale=cost_cache.step_scale(
             trainer.train_costs[:, 2], trainer.config.train.batch_size, trainer.n_devices
         ),
+        span=span,
     )
     digest = hashlib.sha256(json.dumps(model.to_dict(), sort_keys=True).encode()).hexdigest()
     if not parallel.same_on_all_processes(digest):

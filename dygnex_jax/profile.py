@@ -38,7 +38,7 @@ from .errors import UserError
 from .files import atomic_write_text, json_text
 from .graphs import Budget
 from .padding import aligned, bucketed, edge_need, layout_view
-from .schedule.cost import CostModel, fit, held_out_errors, window_features
+from .schedule.cost import CostModel, fit, held_out_errors, mean_span, window_features
 from .train import Trainer
 
 DESIGNS = cost_cache.PROFILE_DESIGNS
@@ -289,6 +289,7 @@ def add_to_cache(trainer: Trainer, summary: dict, compiles: list, log) -> dict:
         summary["load"],
         log,
         seconds_alone=summary["seconds_alone"],
+        span=summary["span"],
     )
     others = ", ".join(f"{k} {100 * v:.0f}%" for k, v in sorted(transfer.items()))
     log(
@@ -313,7 +314,9 @@ def _fitted(trainer: Trainer, features: np.ndarray, timed: dict, load: list) -> 
     """The profile's model: the fit on the steps beside the packing, ``coef_alone`` on the same alone."""
     w, rows = trainer.windows.window, np.array(timed["rows"])
     source = f"profile:{trainer.config.name}:{trainer.n_devices}dev"
-    model = fit(features, np.array(timed["seconds"]), window=w, source=source)
+    model = fit(
+        features, np.array(timed["seconds"]), window=w, source=source, span=mean_span(trainer.train_costs)
+    )
     return dataclasses.replace(
         model,
         coef_alone=fit(features, np.array(timed["seconds_alone"]), window=w).coef,
@@ -382,7 +385,7 @@ def run_profile(
             "parallel.bucket_ratio, or a dataset with more windows"
         )
     w = trainer.windows.window
-    features = window_features(np.array(rows), w)
+    features = window_features(np.array(rows), w, mean_span(trainer.train_costs))
     model = _fitted(trainer, features, timed, load)
     held = held_out_errors(features, np.array(seconds))
     if not main:
@@ -396,6 +399,7 @@ def run_profile(
         "compile_seconds": compiles,
         "devices": trainer.n_devices,
         "window": w,
+        "span": mean_span(trainer.train_costs),
         "dataset": trainer.graph.name,
         "design": design_kind,
         "mape": model.mape,

@@ -70,7 +70,7 @@ from .errors import UserError
 from .padding import Budget, edge_need, layout_view, padded_work
 from .schedule import cost_weights
 from .schedule.base import check_sizes
-from .schedule.cost import CostModel
+from .schedule.cost import CostModel, mean_span
 from .schedule.greedy import resolve_compose
 from .schedule.metrics import padding_efficiency, step_loads
 from .simulate_analytic import (  # noqa: F401  (re-exported)
@@ -308,7 +308,9 @@ def run(
         p = max(devices)
         scale = cost_cache.step_scale(inst.costs[:, 2], batch_size or batch_per_device * p, p)
         cost_model = cost_cache.entry_model(cost_model, scale)
-    model = dataclasses.replace(_run_cost_model(config, cost_model, inst.window), window=inst.window)
+    model = dataclasses.replace(
+        _run_cost_model(config, cost_model, inst.window), window=inst.window, span=mean_span(inst.costs)
+    )
     alpha, beta, gamma = (float(x) for x in model.weights(inst.window))
     sched_cfg = config.schedule
     if alpha + beta + gamma > 0:  # the scheduler balances seconds, as the trainer does with a cost model

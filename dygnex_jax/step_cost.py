@@ -24,9 +24,11 @@ def load_cost_model(
     processes: int = 1,
     platform: str = "cpu",
     scale: float = 0.0,
+    span: float = 0.0,
 ) -> CostModel:
     """The run's cost model (``cost_cache.resolve``): a file, the analytic default, or with ``auto``
-    this machine's profile of the run's signature (fitted around ``scale`` pairs per step)."""
+    this machine's profile of the run's signature (fitted around ``scale`` pairs per step; ``span``:
+    the mean node count of the run's windows)."""
     return cost_cache.resolve(
         config,
         window=window,
@@ -36,6 +38,7 @@ def load_cost_model(
         processes=processes,
         platform=platform,
         scale=scale,
+        span=span,
     )[0]
 
 

@@ -10,9 +10,17 @@ from dygnex_jax import cost_cache, plan
 from dygnex_jax.config import load_config
 from dygnex_jax.errors import UserError
 from dygnex_jax.padding import Budget
-from dygnex_jax.schedule.cost import CostModel, _nnls, default_cost_model, held_out_errors, window_features
+from dygnex_jax.schedule.cost import (
+    CostModel,
+    _nnls,
+    default_cost_model,
+    fit,
+    held_out_errors,
+    window_features,
+)
 
-TRUE = np.array([3e-7, 2e-6, 1e-6, 2e-4, 4e-3])  # seconds per node-step, edge, pair, snapshot, step
+# seconds per node-step, edge, pair, snapshot, step; no locality terms (one span: tests/test_schedule.py)
+TRUE = np.array([3e-7, 2e-6, 1e-6, 2e-4, 4e-3, 0.0, 0.0])
 
 
 @pytest.fixture
@@ -269,8 +277,8 @@ def test_a_fit_centred_on_the_runs_steps_predicts_them_better(cache):
     both ends — within a few per cent (the plain fit: the large ones only)."""
     s = sig()
     r = np.random.default_rng(3)
-    small_coef = np.array([6e-7, 4e-6, 2e-6, 4e-4, 8e-3])
-    big_coef = np.array([2e-7, 1.3e-6, 0.6e-6, 1e-4, 2e-2])
+    small_coef = np.array([6e-7, 4e-6, 2e-6, 4e-4, 8e-3, 0.0, 0.0])
+    big_coef = np.array([2e-7, 1.3e-6, 0.6e-6, 1e-4, 2e-2, 0.0, 0.0])
 
     def steps(lo, hi, coef, n=24):
         pairs = r.uniform(lo, hi, n)
@@ -319,7 +327,9 @@ def test_simulate_refits_a_cache_entry_around_the_simulated_steps(cache, tmp_pat
         _simulated_cost_model(str(broken))
 
 
-ALONE = TRUE * np.array([0.8, 0.7, 0.9, 1.0, 0.5])  # the same steps with no next step packed beside them
+ALONE = TRUE * np.array(
+    [0.8, 0.7, 0.9, 1.0, 0.5, 1.0, 1.0]
+)  # the same steps with no next step packed beside them
 
 
 def test_steps_timed_alone_fit_their_own_coefficients_and_round_trip(cache, tmp_path):
@@ -421,3 +431,88 @@ print("backend before the trainer:", seen)
 """
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert "backend before the trainer: [False]" in proc.stdout, proc.stdout + proc.stderr
+
+
+# a machine where a pair and an edge cost more the wider the window they index (schedule.cost.locality)
+LOCAL = np.array([3e-7, 1e-6, 5e-7, 2e-4, 4e-3, 3e-7, 1.5e-7])
+
+
+def timed_at(seed: int, n: int, span: float, scale: float):
+    """n steps of a dataset whose windows hold ``span`` nodes on average, timed by LOCAL (1 % noise)."""
+    r = np.random.default_rng(seed)
+    work = np.column_stack(
+        [r.uniform(0.2, 1, n) * scale, r.uniform(0.2, 1, n) * scale * 2, r.uniform(0.2, 1, n) * scale * 20]
+    ).round()
+    return work, window_features(work, 10, span) @ LOCAL * np.exp(0.01 * r.standard_normal(n))
+
+
+def test_datasets_of_other_window_spans_fit_the_locality_terms_and_transfer(cache):
+    """Two profiled datasets whose windows differ in span (500 and 6,000 nodes): the pooled fit recovers
+    the per-edge and per-pair costs and their growth per doubling of the span, and prices a third
+    dataset (span 2,000, never profiled) within 3 % — which a fit blind to the span (the entries of
+    profiles before the span was recorded) misses by more than 10 %. The run's span reaches the model
+    through ``resolve``."""
+    s = sig()
+    small, wide = timed_at(0, 30, 500, 2_000), timed_at(1, 30, 6_000, 20_000)
+    cost_cache.record(s, "small", *small, 10, [1.0], [0.1, 0.1], log=lambda _: None, span=500)
+    model, _, transfer = cost_cache.record(
+        s, "wide", *wide, 10, [1.0], [0.1, 0.1], log=lambda _: None, span=6_000
+    )
+    np.testing.assert_allclose(model.coef[[1, 2, 5, 6]], LOCAL[[1, 2, 5, 6]], rtol=0.3)  # two spans: loose
+    third_work, third_secs = timed_at(2, 20, 2_000, 8_000)
+    priced = dataclasses.replace(model, span=2_000).predict_costs(third_work, 10)
+    assert np.median(np.abs(priced / third_secs - 1)) < 0.03
+    blind, _ = cost_cache.fit_pooled(
+        {
+            n: d | {"span": 0.0}
+            for n, d in cost_cache.read_entry(cost_cache.entry_path(s))["datasets"].items()
+        },
+        "blind",
+        2,
+    )
+    assert np.all(blind.coef[5:] == 0)
+    assert np.median(np.abs(blind.predict_costs(third_work, 10) / third_secs - 1)) > 0.10
+    config = load_config(None, ["parallel.devices=2"])
+    kw = dict(window=10, num_features=7, layout="last", devices=2, processes=1, platform="cpu")
+    run_model, _ = cost_cache.resolve(config, **kw, span=2_000)
+    assert run_model.span == 2_000
+    np.testing.assert_allclose(run_model.predict_costs(third_work), priced)
+
+
+def test_one_span_leaves_the_locality_terms_at_zero():
+    """A dataset's own steps share one span: the locality columns repeat the edge and pair columns x φ,
+    so the fit keeps their coefficients at 0 (and the held-out errors are those of the 5 base features)."""
+    work, secs = timed_at(3, 24, 6_000, 20_000)
+    x = window_features(work, 10, 6_000)
+    model = fit(x, secs)
+    assert np.all(model.coef[5:] == 0) and np.all(model.coef[:5] >= 0)
+    base = x.copy()
+    base[:, 5:] = 0
+    np.testing.assert_allclose(held_out_errors(x, secs), held_out_errors(base, secs))
+
+
+def test_a_version_3_model_reads_without_locality_and_prices_as_before(tmp_path):
+    """A model file of 5 features (before the locality terms) loads with 0 for them: same seconds at any
+    span, same scheduler weights; a model with them adds φ(span) x their coefficient per edge and pair."""
+    old = {
+        "format": "dygnex_cost_model",
+        "version": 3,
+        "features": ["node_steps", "edges", "pairs", "snapshots", "constant"],
+        "coef": [3e-7, 2e-6, 1e-6, 2e-4, 4e-3],
+        "window": 10,
+        "coef_alone": [3e-7, 1e-6, 1e-6, 0.0, 4e-3],
+    }
+    f = tmp_path / "old.json"
+    f.write_text(json.dumps(old))
+    model = dataclasses.replace(CostModel.load(f), span=6_000)
+    np.testing.assert_array_equal(model.coef, old["coef"] + [0.0, 0.0])
+    np.testing.assert_array_equal(model.coef_alone, old["coef_alone"] + [0.0, 0.0])
+    work = np.array([[1_000.0, 5_000.0, 40_000.0]])
+    expected = 1_000 * 10 * 3e-7 + 5_000 * 2e-6 + 40_000 * 1e-6 + 10 * 2e-4 + 4e-3
+    assert model.predict_costs(work)[0] == pytest.approx(expected)
+    np.testing.assert_allclose(model.weights(), [3e-6, 2e-6, 1e-6])
+    local = CostModel(coef=LOCAL, window=10, span=4 * 256)  # two doublings beyond 256 nodes
+    np.testing.assert_allclose(local.weights(), [3e-6, 1e-6 + 2 * 3e-7, 5e-7 + 2 * 1.5e-7])
+    assert CostModel(coef=LOCAL, span=100).weights()[2] == pytest.approx(5e-7)  # below 256 nodes: none
+    back = CostModel.from_dict(local.to_dict())
+    assert back.span == 1_024 and np.array_equal(back.coef, local.coef)

@@ -120,15 +120,15 @@ def test_step_log_marks_an_epochs_last_step_alone_and_the_refit_fits_both():
     w = tr.windows.window
     rng = np.random.default_rng(0)
     work = rng.uniform(10, 1000, (12, 3))
-    beside_coef = np.array([1e-4, 2e-4, 3e-5, 1e-3, 0.02])
-    alone_coef = np.array([5e-5, 1e-4, 3e-5, 0.0, 0.01])
+    beside_coef = np.array([1e-4, 2e-4, 3e-5, 1e-3, 0.02, 0.0, 0.0])
+    alone_coef = np.array([5e-5, 1e-4, 3e-5, 0.0, 0.01, 0.0, 0.0])
     secs = {a: window_features(work, w) @ (alone_coef if a else beside_coef) for a in (False, True)}
     tr.step_log = [(work[i], float(secs[i % 2 == 1][i]), i % 2 == 1) for i in range(12)]
     model = tr.refit_cost_model()
     np.testing.assert_allclose(model.predict_costs(work, w), secs[False], rtol=1e-6)
     np.testing.assert_allclose(model.predict_costs(work, w, alone=True), secs[True], rtol=1e-6)
     # 3 alone steps: not enough to fit, the old model's alone coefficients stay
-    old = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+    old = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 0.0, 0.0])
     tr.set_cost_model(CostModel(coef=model.coef, coef_alone=old, source="fit", compile_seconds=2.5))
     tr.step_log = [(work[i], float(secs[i >= 9][i]), i >= 9) for i in range(12)]
     model = tr.refit_cost_model()

@@ -47,7 +47,7 @@ from .. import simulate as sim
 from ..config import load_config
 from ..errors import UserError
 from ..files import save_figure
-from ..schedule.cost import CostModel, default_cost_model
+from ..schedule.cost import CostModel, default_cost_model, mean_span
 
 REPO = Path(__file__).resolve().parents[2]  # the checkout the runs start in (configs/, tools/)
 CONFIG = "configs/egcn_o_bitcoin_otc.yaml"  # EvolveGCN-O with Bitcoin-OTC's settings, any dataset
@@ -123,7 +123,7 @@ def simulated_epochs(
     schedule, as in the trainer's run; its seconds time the steps): the result rows. ``inst``: the
     config's training windows (``simulate.instance_from_config``) when the caller has them."""
     inst = inst if inst is not None else sim.instance_from_config(config)
-    model = dataclasses.replace(model, window=inst.window)
+    model = dataclasses.replace(model, window=inst.window, span=mean_span(inst.costs))
     features = inst.features(config)
     rows = []
     for e in epochs:
@@ -230,6 +230,7 @@ def compare(dataset: str, fitted: bool, label: str, procs: int, data: dict, conf
             "slowdown": plan.model_slowdown(model, p, cores, "cpu"),
             "host_cores": cores,
             "per_step_constant_seconds": float(model.coef[3] * model.window + model.coef[4]),
+            "window_span": float(model.span),
         },
         "load": data["load"],
         "started_unix": data.get("started_unix"),
@@ -342,7 +343,8 @@ def markdown(rows: list[dict]) -> str:
     lines = [
         "| run | dataset | in the fit | measured epoch s (steps / wall) | simulated s | error vs steps "
         "| step error (median abs) | last step not priced alone (error) | analytic, before (error) "
-        "| budgets as trained | link; all-reduce ms | model profiled at; per-step constant s | load before / after |",
+        "| budgets as trained | link; all-reduce ms | model profiled at; per-step constant s; window span "
+        "| load before / after |",
         "|---|---|---|---:|---:|---:|---:|---:|---:|---|---|---|---|",
     ]
     for r in rows:
@@ -355,7 +357,8 @@ def markdown(rows: list[dict]) -> str:
             f"{r['analytic_seconds']:.3f} ({_pct(r['analytic_error_vs_steps'])}) | "
             f"{'yes' if r['same_budgets'] else 'no'} ({len(r['budgets']['trained'])}) | "
             f"{r['inputs']['link']}; {1e3 * r['inputs']['allreduce_seconds_per_step']:.2f} | "
-            f"{_profiled_at(r)}; {r['inputs']['per_step_constant_seconds']:.3f} | "
+            f"{_profiled_at(r)}; {r['inputs']['per_step_constant_seconds']:.3f}; "
+            f"{r['inputs'].get('window_span', 0.0):.0f} | "
             f"{r['load'][0]:.1f} / {r['load'][1]:.1f} |"
         )
     errs = [abs(r["error_vs_steps"]) for r in rows]

@@ -8,6 +8,13 @@ numpy/scipy only. The features of a load ``(nodes, edges, pairs)`` run for a win
     pairs                     the scored target pairs (positives and negatives)
     snapshots  = W            sequential per-snapshot overhead (one scan step, kernel launches)
     constant   = 1            per-step overhead (optimizer, all-reduce, dispatch)
+    edges_span = edges · φ    message passing and pair scoring gather and scatter rows of one window's
+    pairs_span = pairs · φ    nodes: the wider a window (``span``, its mean node count in the run), the
+                              more of those accesses miss the cache. φ = log2(max(span, 256) / 256),
+                              the doublings beyond 256 nodes (``locality``); measured on the 2-core CPU,
+                              a gather/scatter pass over the same pairs costs 3.5x at a 12,264-node span
+                              what it costs at 128 (``tools/bench_locality.py``); AS-733's windows
+                              (~6,000 nodes) cost ~1.5x per pair what the others' (450-900) do.
 
 ``predict`` is linear in these features. Under SPMD a step costs what its largest device needs,
 per dimension (DESIGN §2): ``predict_step_seconds`` evaluates the model on the per-step padded
@@ -31,19 +38,39 @@ from scipy.optimize import nnls
 from ..errors import UserError
 from ..files import atomic_write_text
 
-FEATURES = ("node_steps", "edges", "pairs", "snapshots", "constant")
+FEATURES = ("node_steps", "edges", "pairs", "snapshots", "constant", "edges_span", "pairs_span")
+BASE_FEATURES = 5  # the features of version <= 3 files (no locality): their coefficients read as 0 there
 _FORMAT = "dygnex_cost_model"
-# 2 added devices, compile_seconds, load_average, datasets; 3 coef_alone (older files read as before)
-_VERSION = 3
+# 2 added devices, compile_seconds, load_average, datasets; 3 coef_alone; 4 edges_span, pairs_span and
+# span (older files read as before, their locality coefficients 0)
+_VERSION = 4
+LOCALITY_FLOOR = 256  # nodes: a window this narrow or narrower pays no locality term
+
+
+def locality(span) -> np.ndarray:
+    """φ of a window's node span: log2(max(span, 256) / 256), 0 for an unknown span (0)."""
+    span = np.asarray(span, dtype=np.float64)
+    return np.where(span > 0, np.log2(np.maximum(span, LOCALITY_FLOOR) / LOCALITY_FLOOR), 0.0)
+
+
 HOLDOUT_EVERY = 5  # folds of the fit error: row i is predicted by a fit on the rows outside fold i % 5
 
 
-def window_features(costs: np.ndarray, window: int) -> np.ndarray:
+def mean_span(costs: np.ndarray) -> float:
+    """The ``span`` a run's steps are priced at: the mean node count of its windows [K, >= 1] (their
+    costs, nodes first); 0 for none."""
+    costs = np.asarray(costs, dtype=np.float64)
+    return float(costs[:, 0].mean()) if len(costs) else 0.0
+
+
+def window_features(costs: np.ndarray, window: int, span=0.0) -> np.ndarray:
     """[K, F] features of K loads.
 
     Args:
       costs: [K, 3] (nodes, edges, pairs) of windows, or of per-step padded device loads.
       window: W, snapshots per window.
+      span: the mean node count of the run's windows (a number, or [K] one per load); 0 = unknown (no
+        locality term).
     """
     costs = np.asarray(costs, dtype=np.float64)
     if costs.ndim != 2 or costs.shape[1] != 3:
@@ -51,8 +78,17 @@ def window_features(costs: np.ndarray, window: int) -> np.ndarray:
     if window < 1:
         raise ValueError(f"window must be >= 1, got {window}")
     k = len(costs)
+    phi = np.broadcast_to(locality(span), (k,))
     return np.column_stack(
-        [costs[:, 0] * window, costs[:, 1], costs[:, 2], np.full(k, float(window)), np.ones(k)]
+        [
+            costs[:, 0] * window,
+            costs[:, 1],
+            costs[:, 2],
+            np.full(k, float(window)),
+            np.ones(k),
+            costs[:, 1] * phi,
+            costs[:, 2] * phi,
+        ]
     )
 
 
@@ -63,6 +99,8 @@ class CostModel:
     Fields:
       coef: [F] non-negative seconds per unit of each feature.
       window: W used when a caller does not pass one (the profiling run's window).
+      span: the mean node count of a window of the run it prices (``locality``; 0 = unknown): set per
+        run, as ``window`` is.
       mape: mean absolute percentage error (0.05 = 5 %) on held-out rows; None for analytic models.
       n_samples: rows the model was fitted on (0 = analytic).
       source: "analytic" or "fit" (or a caller's note, e.g. the profiling config).
@@ -82,6 +120,7 @@ class CostModel:
 
     coef: np.ndarray
     window: int = 10
+    span: float = 0.0
     mape: float | None = None
     n_samples: int = 0
     source: str = "analytic"
@@ -93,13 +132,9 @@ class CostModel:
     coef_alone: np.ndarray | None = None
 
     def __post_init__(self) -> None:
-        self.coef = np.asarray(self.coef, dtype=np.float64).reshape(-1)
-        if self.coef.shape != (len(FEATURES),):
-            raise ValueError(f"coef must have {len(FEATURES)} entries {FEATURES}, got {self.coef.shape}")
+        self.coef = _all_features(self.coef)
         if self.coef_alone is not None:
-            self.coef_alone = np.asarray(self.coef_alone, dtype=np.float64).reshape(-1)
-            if self.coef_alone.shape != self.coef.shape:
-                raise ValueError(f"coef_alone must have {len(FEATURES)} entries, got {self.coef_alone.shape}")
+            self.coef_alone = _all_features(self.coef_alone, "coef_alone")
 
     def coefficients(self, alone: bool = False) -> np.ndarray:
         """[F] the coefficients of a step run beside the next step's packing, or ``alone`` without it
@@ -111,13 +146,20 @@ class CostModel:
         return np.asarray(features, dtype=np.float64) @ self.coefficients(alone)
 
     def predict_costs(self, costs: np.ndarray, window: int | None = None, alone: bool = False) -> np.ndarray:
-        """[K] seconds of K loads (nodes, edges, pairs) run for a window of W snapshots."""
-        return self.predict(window_features(costs, self.window if window is None else window), alone)
+        """[K] seconds of K loads (nodes, edges, pairs) run for a window of W snapshots (the model's
+        ``span``)."""
+        return self.predict(
+            window_features(costs, self.window if window is None else window, self.span), alone
+        )
 
     def weights(self, window: int | None = None) -> np.ndarray:
-        """[3] the scheduler's (alpha, beta, gamma): seconds per node, per edge, per pair."""
+        """[3] the scheduler's (alpha, beta, gamma): seconds per node, per edge, per pair (an edge and a
+        pair with the locality term of the model's ``span``)."""
         w = self.window if window is None else window
-        return np.array([self.coef[0] * w, self.coef[1], self.coef[2]])
+        phi = float(locality(self.span))
+        return np.array(
+            [self.coef[0] * w, self.coef[1] + self.coef[5] * phi, self.coef[2] + self.coef[6] * phi]
+        )
 
     def to_dict(self) -> dict:
         return {
@@ -126,6 +168,7 @@ class CostModel:
             "features": list(FEATURES),
             "coef": [float(x) for x in self.coef],
             "window": int(self.window),
+            "span": float(self.span),
             "mape": None if self.mape is None else float(self.mape),
             "n_samples": int(self.n_samples),
             "source": self.source,
@@ -166,8 +209,9 @@ class CostModel:
         their defaults)."""
         compile_s, load = data.get("compile_seconds"), data.get("load_average")
         return cls(
-            coef=np.array(data["coef"], dtype=np.float64),
+            coef=data["coef"],
             window=int(data.get("window", 10)),
+            span=float(data.get("span", 0.0)),
             mape=None if data.get("mape") is None else float(data["mape"]),
             n_samples=int(data.get("n_samples", 0)),
             source=str(data.get("source", "fit")),
@@ -178,8 +222,19 @@ class CostModel:
             profiled_max=None
             if data.get("profiled_max") is None
             else [float(x) for x in data["profiled_max"]],
-            coef_alone=None if data.get("coef_alone") is None else np.array(data["coef_alone"], np.float64),
+            coef_alone=data.get("coef_alone"),
         )
+
+
+def _all_features(coef, what: str = "coef") -> np.ndarray:
+    """[F] coefficients: ``FEATURES``' own, or the first ``BASE_FEATURES`` (a model without locality
+    terms, as version <= 3 files hold) with 0 for the rest."""
+    coef = np.asarray(coef, dtype=np.float64).reshape(-1)
+    if len(coef) == BASE_FEATURES:
+        coef = np.concatenate([coef, np.zeros(len(FEATURES) - BASE_FEATURES)])
+    if coef.shape != (len(FEATURES),):
+        raise ValueError(f"{what} must have {len(FEATURES)} entries {FEATURES}, got {coef.shape}")
+    return coef
 
 
 def _check(data) -> str | None:
@@ -188,23 +243,27 @@ def _check(data) -> str | None:
         return "the top level must be an object"
     if data.get("format") != _FORMAT:
         return f"'format' must be {_FORMAT!r}"
-    if data.get("features") != list(FEATURES):
+    names = data.get("features")
+    if names not in (list(FEATURES), list(FEATURES[:BASE_FEATURES])):
         return f"'features' must be {list(FEATURES)}"
+    n = len(names)
     coef = data.get("coef")
-    if not isinstance(coef, list) or len(coef) != len(FEATURES):
-        return f"'coef' must be a list of {len(FEATURES)} numbers"
+    if not isinstance(coef, list) or len(coef) != n:
+        return f"'coef' must be a list of {n} numbers"
     if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in coef):
         return "'coef' must hold numbers only"
     if not all(math.isfinite(x) and x >= 0 for x in coef):
         return "'coef' must be finite and >= 0"
     alone = data.get("coef_alone")
     if alone is not None and not (
-        isinstance(alone, list) and len(alone) == len(FEATURES) and all(_number(x) for x in alone)
+        isinstance(alone, list) and len(alone) == n and all(_number(x) for x in alone)
     ):
-        return f"'coef_alone' must be null or a list of {len(FEATURES)} numbers >= 0"
+        return f"'coef_alone' must be null or a list of {n} numbers >= 0"
     window = data.get("window", 10)
     if not isinstance(window, int) or isinstance(window, bool) or window < 1:
         return "'window' must be a positive integer"
+    if not _number(data.get("span", 0.0)):
+        return "'span' must be a number >= 0"
     mape = data.get("mape")
     if mape is not None and (not isinstance(mape, (int, float)) or isinstance(mape, bool) or mape < 0):
         return "'mape' must be null or a number >= 0"
@@ -243,7 +302,8 @@ def default_cost_model(window: int = 10, layout: str = "scan") -> CostModel:
     1-device steps were predicted 3.7–7.3x too slow, now within 20 % (median; ..._analytic.json).
     """
     per_node = 2e-6 / window if layout == "last" else 2e-6
-    return CostModel(coef=np.array([per_node, 5e-7, 2e-7, 1e-4, 1e-3]), window=window, source="analytic")
+    coef = np.array([per_node, 5e-7, 2e-7, 1e-4, 1e-3, 0.0, 0.0])  # no locality term
+    return CostModel(coef=coef, window=window, source="analytic")
 
 
 def mape(predicted: np.ndarray, seconds: np.ndarray) -> float:
@@ -256,14 +316,30 @@ def mape(predicted: np.ndarray, seconds: np.ndarray) -> float:
 
 
 def _nnls(features: np.ndarray, seconds: np.ndarray) -> np.ndarray:
-    """Non-negative least squares with column scaling (features span many orders of magnitude)."""
+    """Non-negative least squares with column scaling (features span many orders of magnitude). The
+    locality columns are fitted only when the rows hold more than one span (``one_span``); with one,
+    they repeat the edges and pairs columns x φ and their coefficients stay 0 (what a dataset's own
+    steps say of other spans is nothing)."""
+    features = np.array(features, dtype=np.float64)
+    if one_span(features):
+        features[:, BASE_FEATURES:] = 0.0
     scale = np.linalg.norm(features, axis=0)
     scale[scale == 0] = 1.0
     coef, _ = nnls(features / scale, seconds)
     return coef / scale
 
 
-def fit(features: np.ndarray, seconds: np.ndarray, *, window: int = 10, source: str = "fit") -> CostModel:
+def one_span(features: np.ndarray) -> bool:
+    """Whether the rows of [N, F] ``window_features`` share one locality factor φ (one span, or none)."""
+    base, local = features[:, 1:3], features[:, BASE_FEATURES:]
+    held = base > 0
+    phi = local[held] / base[held]
+    return phi.size == 0 or bool(np.ptp(phi) <= 1e-9 * max(1.0, float(np.abs(phi).max())))
+
+
+def fit(
+    features: np.ndarray, seconds: np.ndarray, *, window: int = 10, source: str = "fit", span: float = 0.0
+) -> CostModel:
     """Fit seconds ≈ features · coef, coef >= 0 (``scipy.optimize.nnls``).
 
     The error is measured out of sample: ``mape`` is the mean of ``held_out_errors`` (every row predicted
@@ -274,6 +350,7 @@ def fit(features: np.ndarray, seconds: np.ndarray, *, window: int = 10, source: 
       features: [N, F] from ``window_features`` (of measured steps' padded loads).
       seconds: [N] measured step times.
       window: stored as the model's default W.
+      span: stored as the model's window span (``locality``).
     """
     features = np.asarray(features, dtype=np.float64)
     seconds = np.asarray(seconds, dtype=np.float64).reshape(-1)
@@ -287,7 +364,7 @@ def fit(features: np.ndarray, seconds: np.ndarray, *, window: int = 10, source: 
         raise ValueError("features and seconds must be finite")
     error = float(np.mean(held_out_errors(features, seconds)))
     coef = _nnls(features, seconds)
-    return CostModel(coef=coef, window=window, mape=error, n_samples=len(seconds), source=source)
+    return CostModel(coef=coef, window=window, span=span, mape=error, n_samples=len(seconds), source=source)
 
 
 def refit(step_log: list, window: int, old: CostModel) -> CostModel | None:
@@ -303,7 +380,8 @@ def refit(step_log: list, window: int, old: CostModel) -> CostModel | None:
     alone = np.array([a for _, _, a in step_log], bool)
 
     def on(rows):
-        return fit(window_features(work[rows], window), seconds[rows], window=window, source="refit")
+        features = window_features(work[rows], window, old.span)
+        return fit(features, seconds[rows], window=window, source="refit", span=old.span)
 
     if (~alone).sum() >= 5:
         model = on(~alone)
@@ -391,6 +469,6 @@ def predict_step_seconds(
         default: the per-step max over devices.
     """
     budget = padded_loads(loads) if padded is None else np.asarray(padded, dtype=np.float64)
-    features = window_features(budget, model.window if window is None else window)
+    features = window_features(budget, model.window if window is None else window, model.span)
     beside = model.predict(features)
     return beside if alone is None else np.where(alone, model.predict(features, alone=True), beside)
