@@ -144,8 +144,7 @@ def plan(
         planned_epochs(config) if planned else [1],
         step_seconds=step_seconds_fn(model, ws.window, layout, slowdown, config.parallel.compile_workers),
     )
-    sched = run.schedules[1]
-    loads = step_loads(costs, sched)
+    loads = step_loads(costs, sched := run.schedules[1])
     paid = [paid_budget(n, run.budgets, config, ws.window, layout, weights) for n in run.needs[1]]
     padded = np.array([padded_work(p, ws.window, layout) for p in paid])  # [S, 3]
     exact = np.array([padded_work(n, ws.window, layout) for n in run.needs[1]])

@@ -405,13 +405,12 @@ def run_profile(
         "mape": model.mape,
         "held_out_median_error": float(np.median(held)),
         "load": load,
+        "alone_ratio_median": float(np.median(np.array(timed["seconds_alone"]) / np.array(seconds))),
     }
-    ratio = float(np.median(np.array(timed["seconds_alone"]) / np.array(seconds)))
-    summary["alone_ratio_median"] = ratio
     log(
         f"fitted {len(rows)} distinct step budgets: held-out error median {100 * summary['held_out_median_error']:.1f}% "
         f"(mean {100 * model.mape:.1f}%), a compilation {model.compile_seconds:.2f} s, a step alone (as an epoch's "
-        f"last runs) {ratio:.2f}x its time beside the next step's packing -> {out / 'cost_model.json'}{_load_flag(load)}"
+        f"last runs) {summary['alone_ratio_median']:.2f}x its time beside the next step's packing -> {out / 'cost_model.json'}{_load_flag(load)}"
     )
     if cache:
         summary.update(add_to_cache(trainer, summary, compiles, log))

@@ -308,9 +308,7 @@ def run(
         p = max(devices)
         scale = cost_cache.step_scale(inst.costs[:, 2], batch_size or batch_per_device * p, p)
         cost_model = cost_cache.entry_model(cost_model, scale)
-    model = dataclasses.replace(
-        _run_cost_model(config, cost_model, inst.window), window=inst.window, span=mean_span(inst.costs)
-    )
+    model = _run_cost_model(config, cost_model, inst)
     alpha, beta, gamma = (float(x) for x in model.weights(inst.window))
     sched_cfg = config.schedule
     if alpha + beta + gamma > 0:  # the scheduler balances seconds, as the trainer does with a cost model
@@ -400,16 +398,17 @@ def _checked_run_args(
     return shapes
 
 
-def _run_cost_model(config: Config, cost_model: CostModel | None, window: int) -> CostModel:
+def _run_cost_model(config: Config, cost_model: CostModel | None, inst: Instance) -> CostModel:
     """``cost_model``, else the config's ``schedule.cost_model`` file, else the analytic default (also
-    for ``auto``: the simulated devices are not this machine's; pass ``--cost-model`` for a profile)."""
+    for ``auto``: the simulated devices are not this machine's; pass ``--cost-model`` for a profile),
+    at the instance's W and window span (``schedule.cost.mean_span``), as the trainer sets them."""
     from .schedule.cost import default_cost_model
 
-    if cost_model is not None:
-        return cost_model
     setting = config.schedule.cost_model
-    return (
-        default_cost_model(window, window_layout(config))
-        if setting in ("", "auto", "analytic")
-        else CostModel.load(setting)
-    )
+    if cost_model is None:
+        cost_model = (
+            default_cost_model(inst.window, window_layout(config))
+            if setting in ("", "auto", "analytic")
+            else CostModel.load(setting)
+        )
+    return dataclasses.replace(cost_model, window=inst.window, span=mean_span(inst.costs))

@@ -24,6 +24,7 @@ def simulate_snapshot(inst: Instance, p: int, setup: Setup) -> dict:
     replicas = p // stages
     bounds = np.linspace(0, w, stages + 1).round().astype(int)
     c = setup.model.coef
+    per_node, per_edge, per_pair = setup.model.unit_costs(1)[1]  # an edge and a pair with their locality
     fixed = float(c[4])
     link = setup.link
     state = state_bytes(setup.model_cfg, setup.num_features, inst.costs[:, 0])
@@ -34,9 +35,9 @@ def simulate_snapshot(inst: Instance, p: int, setup: Setup) -> dict:
     for s in range(stages):
         lo, hi = bounds[s], bounds[s + 1]
         per_stage[:, s] = (
-            c[0] * inst.costs[:, 0] * (hi - lo)
-            + c[1] * inst.profile[:, lo:hi].sum(axis=1)
-            + (c[2] * inst.costs[:, 2] if s == stages - 1 else 0.0)
+            per_node * inst.costs[:, 0] * (hi - lo)
+            + per_edge * inst.profile[:, lo:hi].sum(axis=1)
+            + (per_pair * inst.costs[:, 2] if s == stages - 1 else 0.0)
         )
     stage_const = c[3] * np.diff(bounds)
     egcn = setup.model_cfg.name == "egcn_o"  # one evolved-weights state per micro-batch, else per window

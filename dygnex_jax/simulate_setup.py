@@ -156,9 +156,8 @@ class Setup:
 
 def _fixed_and_unit(model: CostModel, window: int, alone: bool = False) -> tuple[float, np.ndarray]:
     """(seconds per step independent of size, [3] seconds per node / edge / pair of padded work) of a
-    step run beside the next step's packing, or ``alone`` (``CostModel.coefficients``)."""
-    c = model.coefficients(alone)
-    return float(c[3] * window + c[4]), np.array([c[0] * window, c[1], c[2]])
+    step run beside the next step's packing, or ``alone`` (``CostModel.unit_costs``: an edge and a pair with their locality term)."""
+    return model.unit_costs(window, alone)
 
 
 def _figures(method, p, b, compute, ideal, allreduce, sched_seconds, fallback) -> dict:

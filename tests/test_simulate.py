@@ -100,12 +100,19 @@ HAND_WORK = {
 HAND_IDEAL = {"scan": [14, 18, 9], "flat": [14, 15, 9]}
 
 
+LOCALITY = {0.0: (0.0, 0.0), 1024.0: (1e-7, 3e-8)}  # span -> per edge / pair and doubling beyond 256 nodes
+
+
+@pytest.mark.parametrize("span", sorted(LOCALITY))
 @pytest.mark.parametrize("layout, shapes", sorted(HAND_WORK))
-def test_hand_checked_padded_work(layout, shapes):
-    model = CostModel(coef=np.array([2e-6, 5e-7, 2e-7, 1e-4, 1e-3]), window=2)
+def test_hand_checked_padded_work(layout, shapes, span):
+    """A step costs the model's fixed seconds + its padded work x seconds per unit; with a span of 1,024
+    nodes (two doublings beyond 256) an edge and a pair cost twice their locality coefficient more."""
+    per_edge, per_pair = LOCALITY[span]
+    model = CostModel(coef=np.array([2e-6, 5e-7, 2e-7, 1e-4, 1e-3, per_edge, per_pair]), window=2, span=span)
     cfg = load_config(None, ["parallel.bucket_ratio=1.5", "parallel.min_bucket=4"])
     s = setup("none", model=model, shapes=shapes, layout=layout, parallel=cfg.parallel, batch_size=2)
-    fixed, unit = 2 * 1e-4 + 1e-3, np.array([2e-6 * 2, 5e-7, 2e-7])
+    fixed, unit = 2 * 1e-4 + 1e-3, np.array([2e-6 * 2, 5e-7 + 2 * per_edge, 2e-7 + 2 * per_pair])
     work = HAND_WORK[layout, shapes]
     for method in ("psg", "dygnex_g"):
         r = sim.simulate(HAND, method, 2, s)

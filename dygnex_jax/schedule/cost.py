@@ -152,14 +152,18 @@ class CostModel:
             window_features(costs, self.window if window is None else window, self.span), alone
         )
 
-    def weights(self, window: int | None = None) -> np.ndarray:
-        """[3] the scheduler's (alpha, beta, gamma): seconds per node, per edge, per pair (an edge and a
-        pair with the locality term of the model's ``span``)."""
+    def unit_costs(self, window: int | None = None, alone: bool = False) -> tuple[float, np.ndarray]:
+        """(seconds of a step whatever its size, [3] seconds per node, per edge, per pair of padded
+        work): the model at W = ``window`` and its ``span`` (an edge and a pair with their locality
+        term), for a step beside the next step's packing or ``alone``: ``predict_costs`` in parts."""
         w = self.window if window is None else window
-        phi = float(locality(self.span))
-        return np.array(
-            [self.coef[0] * w, self.coef[1] + self.coef[5] * phi, self.coef[2] + self.coef[6] * phi]
-        )
+        c, phi = self.coefficients(alone), float(locality(self.span))
+        return float(c[3] * w + c[4]), np.array([c[0] * w, c[1] + c[5] * phi, c[2] + c[6] * phi])
+
+    def weights(self, window: int | None = None) -> np.ndarray:
+        """[3] the scheduler's (alpha, beta, gamma): seconds per node, per edge, per pair (``unit_costs``
+        beside the packing)."""
+        return self.unit_costs(window)[1]
 
     def to_dict(self) -> dict:
         return {
