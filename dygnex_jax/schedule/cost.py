@@ -12,9 +12,10 @@ numpy/scipy only. The features of a load ``(nodes, edges, pairs)`` run for a win
     pairs_span = pairs · φ    nodes: the wider a window (``span``, its mean node count in the run), the
                               more of those accesses miss the cache. φ = log2(max(span, 256) / 256),
                               the doublings beyond 256 nodes (``locality``); measured on the 2-core CPU,
-                              a gather/scatter pass over the same pairs costs 3.5x at a 12,264-node span
-                              what it costs at 128 (``tools/bench_locality.py``); AS-733's windows
-                              (~6,000 nodes) cost ~1.5x per pair what the others' (450-900) do.
+                              the head's gather/scatter pass over the same pairs costs 1.31x at a
+                              1,024-node span, 2.65x at 50,000 what it costs at 128
+                              (``tools/bench_locality.py``); on one compiled budget synthetic's step
+                              (440-node windows) ran 0.63-0.70x AS-733's (6,000).
 
 ``predict`` is linear in these features. Under SPMD a step costs what its largest device needs,
 per dimension (DESIGN §2): ``predict_step_seconds`` evaluates the model on the per-step padded
