@@ -15,7 +15,7 @@ numpy/scipy only. The features of a load ``(nodes, edges, pairs)`` run for a win
                               the head's gather/scatter pass over the same pairs costs 1.31x at a
                               1,024-node span, 2.65x at 50,000 what it costs at 128
                               (``tools/bench_locality.py``); on one compiled budget synthetic's step
-                              (440-node windows) ran 0.63-0.70x AS-733's (6,000).
+                              (454-node windows) ran 0.63-0.70x AS-733's (5,959).
 
 ``predict`` is linear in these features. Under SPMD a step costs what its largest device needs,
 per dimension (DESIGN §2): ``predict_step_seconds`` evaluates the model on the per-step padded
