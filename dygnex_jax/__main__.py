@@ -186,6 +186,7 @@ def _schedule(args, config) -> None:
     check_sizes(len(ws.splits["train"]), devices, config.train.batch_size)  # before the header line
     candidates = get_task(config.data.task).candidate_mode(ws, config)
     print(header_line(graph, ws, devices, config, candidates), file=sys.stderr, flush=True)
+    costs = ws.costs("train", config.data.neg_mult)
     model, note = cost_cache.resolve(  # the model a training run on these devices here would use
         config,
         window=ws.window,
@@ -194,10 +195,8 @@ def _schedule(args, config) -> None:
         devices=devices,
         processes=1,
         platform=jax.default_backend(),
-        scale=cost_cache.step_scale(
-            ws.costs("train", config.data.neg_mult)[:, 2], config.train.batch_size, devices
-        ),
-        span=mean_span(ws.costs("train", config.data.neg_mult)),
+        scale=cost_cache.step_scale(costs[:, 2], config.train.batch_size, devices),
+        span=mean_span(costs),
     )
     if note:
         print(note, file=sys.stderr, flush=True)

@@ -384,8 +384,8 @@ def run_profile(
             f"only {len(rows)} distinct step sizes to fit the cost model on: use more --steps, a smaller "
             "parallel.bucket_ratio, or a dataset with more windows"
         )
-    w = trainer.windows.window
-    features = window_features(np.array(rows), w, mean_span(trainer.train_costs))
+    w, span = trainer.windows.window, mean_span(trainer.train_costs)
+    features = window_features(np.array(rows), w, span)
     model = _fitted(trainer, features, timed, load)
     held = held_out_errors(features, np.array(seconds))
     if not main:
@@ -399,7 +399,7 @@ def run_profile(
         "compile_seconds": compiles,
         "devices": trainer.n_devices,
         "window": w,
-        "span": mean_span(trainer.train_costs),
+        "span": span,
         "dataset": trainer.graph.name,
         "design": design_kind,
         "mape": model.mape,
