@@ -48,3 +48,20 @@ def test_bad_budgets_are_one_line(tmp_path):
     r = run_tool("bench_fill.py", "--datasets", "synthetic", "--budgets", "1,1,1,1", "--json", str(out))
     assert_one_line_error(r, "cannot hold")
     assert not out.exists()
+
+
+def test_both_orders_time_every_budget_as_often(tmp_path):
+    out = tmp_path / "order.json"
+    r = run_tool(
+        "bench_fill.py", "--datasets", "synthetic", "--budgets", "1000,1000,6000,32", "1500,1500,9000,32",
+        "--order", "both", "--blocks", "2", "--repeats", "2", "--json", str(out),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = json.loads(out.read_text())["rows"]
+    assert [row["budget"] for row in rows] == [[1000, 1000, 6000, 32], [1500, 1500, 9000, 32]]
+    for row in rows:  # blocks x repeats runs per order, the ratio of their medians
+        assert len(row["seconds_round_robin"]) == len(row["seconds_back_to_back"]) == 4
+        ratio = row["median_round_robin"] / row["median_back_to_back"]
+        assert abs(row["round_robin_over_back_to_back"] - ratio) < 1e-12
+    r = run_tool("bench_fill.py", "--datasets", "synthetic", "--budgets", "1,1,1,1", "--blocks", "0")
+    assert_one_line_error(r, "--blocks")

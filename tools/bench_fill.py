@@ -18,7 +18,11 @@ round-robin; each row gives its time over the first dataset's.
 
 With ``--budgets N,E,Q,K ...`` it times given budgets (a run's planned ones, say, from ``summary.json``)
 with the same small step of the first dataset (one window a device) on each, round-robin: what each
-budget costs as a program, without the run's windows, packing or schedule around it.
+budget costs as a program, without the run's windows, packing or schedule around it. ``--order both``
+asks whether a program costs more right after another program ran (the profile's rounds) than after
+itself (a training run on one budget): ``--blocks`` times, every budget runs ``--repeats`` times
+round-robin, then ``--repeats`` times back to back, budget after budget (the first run of each block
+dropped); each row gives both medians and their ratio.
 """
 
 from __future__ import annotations
@@ -55,6 +59,32 @@ def round_robin(runs: list[tuple[Trainer, dict, Budget]], repeats: int) -> list[
             if rep:
                 got.append(took)
     return seconds
+
+
+def back_to_back(runs: list[tuple[Trainer, dict, Budget]], repeats: int) -> list[list[float]]:
+    """As ``round_robin``, but each step's ``repeats`` timed runs come one after another (one untimed run
+    first: the program that ran before it was another's)."""
+    seconds = []
+    for trainer, batch, budget in runs:
+        took = [
+            run_step(trainer, parallel.shard_batch(trainer.mesh, batch), budget)[1]
+            for _ in range(repeats + 1)
+        ]
+        seconds.append(took[1:])
+    return seconds
+
+
+def ordered(runs: list, repeats: int, order: str, blocks: int) -> dict[str, list[list[float]]]:
+    """Seconds of each run per order ("round_robin", "back_to_back"); with ``order`` "both" the two
+    alternate ``blocks`` times, so that a drift of the machine weighs on both alike."""
+    got = {name: [[] for _ in runs] for name in ("round_robin", "back_to_back")}
+    kinds = ("round_robin", "back_to_back") if order == "both" else (order.replace("-", "_"),)
+    for _ in range(blocks):
+        for kind in kinds:
+            timed = (round_robin if kind == "round_robin" else back_to_back)(runs, repeats)
+            for mine, more in zip(got[kind], timed):
+                mine.extend(more)
+    return {kind: got[kind] for kind in kinds}
 
 
 def draw_step(trainer: Trainer, rng, batch_size: int) -> tuple[list[list[int]], Budget]:
@@ -209,18 +239,28 @@ def given(a) -> tuple[list[dict], str]:
         trainer.planned = [b]
         batches.append(trainer.pack(parts, "train", epoch=0)[0])
     load = os.getloadavg()[0]
-    seconds = round_robin([(trainer, batch, b) for batch, b in zip(batches, budgets)], a.repeats)
-    rows = [
-        {
-            "budget": list(b.as_tuple()),
-            "seconds_median": statistics.median(s),
-            "seconds": s,
-            "load_before": load,
-        }
-        for b, s in zip(budgets, seconds)
-    ]
-    lines = ["| budget (nodes, edges, pairs, windows) | seconds (median) | load |", "|---|---:|---|"]
-    lines += [f"| {r['budget']} | {r['seconds_median']:.4f} | {load:.1f} |" for r in rows]
+    runs = [(trainer, batch, b) for batch, b in zip(batches, budgets)]
+    seconds = ordered(runs, a.repeats, a.order, a.blocks)
+    rows = []
+    for i, b in enumerate(budgets):
+        row = {"budget": list(b.as_tuple()), "load_before": load}
+        for kind, each in seconds.items():
+            row[f"seconds_{kind}"] = each[i]
+            row[f"median_{kind}"] = statistics.median(each[i])
+        first = next(iter(seconds))
+        row["seconds_median"], row["seconds"] = row[f"median_{first}"], row[f"seconds_{first}"]
+        if len(seconds) == 2:
+            row["round_robin_over_back_to_back"] = row["median_round_robin"] / row["median_back_to_back"]
+        rows.append(row)
+    kinds = list(seconds)
+    head = " | ".join(f"seconds, {k.replace('_', ' ')} (median)" for k in kinds)
+    lines = [f"| budget (nodes, edges, pairs, windows) | {head} |" + (" ratio |" if len(kinds) == 2 else "")]
+    lines.append("|---|" + "---:|" * (len(kinds) + (len(kinds) == 2)) + "")
+    for r in rows:
+        cells = " | ".join(f"{r[f'median_{k}']:.4f}" for k in kinds)
+        ratio = f" {r['round_robin_over_back_to_back']:.3f} |" if len(kinds) == 2 else ""
+        lines.append(f"| {r['budget']} | {cells} |{ratio}")
+    lines.append(f"\nload before: {load:.1f}, after: {os.getloadavg()[0]:.1f}")
     return rows, "\n".join(lines)
 
 
@@ -234,10 +274,17 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=7, help="timed runs of each variant (default 7)")
     ap.add_argument("--same-budget", action="store_true", help="the datasets' steps on one common budget")
     ap.add_argument("--budgets", nargs="+", default=None, help="N,E,Q,K budgets to time as programs")
+    ap.add_argument(
+        "--order",
+        choices=("round-robin", "back-to-back", "both"),
+        default="round-robin",
+        help="with --budgets: time the budgets in turn, each one's runs back to back, or both alternated",
+    )
+    ap.add_argument("--blocks", type=int, default=1, help="with --order: how many times the orders alternate")
     ap.add_argument("--set", action="append", default=[], help="extra key=value for every run")
     ap.add_argument("--json", type=output_file, default=None)
     a = ap.parse_args(argv)
-    for name in ("devices", "batch", "draws", "repeats"):
+    for name in ("devices", "batch", "draws", "repeats", "blocks"):
         if getattr(a, name) < 1:
             ap.error(f"--{name} must be at least 1")
     rows, text = given(a) if a.budgets else same(a) if a.same_budget else fills(a)
