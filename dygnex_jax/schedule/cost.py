@@ -15,7 +15,9 @@ numpy/scipy only. The features of a load ``(nodes, edges, pairs)`` run for a win
                               the head's gather/scatter pass over the same pairs costs 1.31x at a
                               1,024-node span, 2.65x at 50,000 what it costs at 128
                               (``tools/bench_locality.py``); on one compiled budget synthetic's step
-                              (454-node windows) ran 0.63-0.70x AS-733's (5,959).
+                              (454-node windows) ran 0.63-0.70x AS-733's (5,959). A fit ties
+                              them to edges and pairs: their coefficients are a x those of edges
+                              and pairs, one slope a in [0, 0.25] per doubling (``_nnls``).
 
 ``predict`` is linear in these features. Under SPMD a step costs what its largest device needs,
 per dimension (DESIGN §2): ``predict_step_seconds`` evaluates the model on the per-step padded
@@ -46,6 +48,11 @@ _FORMAT = "dygnex_cost_model"
 # span (older files read as before, their locality coefficients 0)
 _VERSION = 4
 LOCALITY_FLOOR = 256  # nodes: a window this narrow or narrower pays no locality term
+# the largest growth of an edge's and a pair's cost per doubling of the span a fit may give (the step's
+# per-pair cost grows no faster than its most span-bound kernel: the head's gather/scatter pass, 0.10-0.19
+# per doubling on the 2-core CPU, tools/bench_locality.py), and the slopes a fit tries
+LOCALITY_SLOPE_MAX = 0.25
+LOCALITY_SLOPES = np.linspace(0.0, LOCALITY_SLOPE_MAX, 51)
 
 
 def locality(span) -> np.ndarray:
@@ -320,18 +327,35 @@ def mape(predicted: np.ndarray, seconds: np.ndarray) -> float:
     return float(np.mean(np.abs(predicted[ok] - seconds[ok]) / seconds[ok]))
 
 
-def _nnls(features: np.ndarray, seconds: np.ndarray) -> np.ndarray:
-    """Non-negative least squares with column scaling (features span many orders of magnitude). The
-    locality columns are fitted only when the rows hold more than one span (``one_span``); with one,
-    they repeat the edges and pairs columns x φ and their coefficients stay 0 (what a dataset's own
-    steps say of other spans is nothing)."""
-    features = np.array(features, dtype=np.float64)
-    if one_span(features):
-        features[:, BASE_FEATURES:] = 0.0
+def _scaled_nnls(features: np.ndarray, seconds: np.ndarray) -> tuple[np.ndarray, float]:
+    """Non-negative least squares with column scaling (features span many orders of magnitude) ->
+    (coefficients, residual norm)."""
     scale = np.linalg.norm(features, axis=0)
     scale[scale == 0] = 1.0
-    coef, _ = nnls(features / scale, seconds)
-    return coef / scale
+    coef, residual = nnls(features / scale, seconds)
+    return coef / scale, float(residual)
+
+
+def _nnls(features: np.ndarray, seconds: np.ndarray) -> np.ndarray:
+    """Non-negative least squares of the 7 features, the locality ones tied to the base ones: an edge
+    costs c_e (1 + a φ), a pair c_p (1 + a φ), one slope a in [0, ``LOCALITY_SLOPE_MAX``] chosen on
+    ``LOCALITY_SLOPES`` by the residual (ties: the smaller). Free columns for edges · φ and pairs · φ
+    let the fit price pairs by pairs · φ alone when the profiled spans are few (three datasets, two
+    regimes: every 1-device fit of session 39 did), which makes a pair free at 256 nodes and prices a
+    narrower dataset's pairs at half its neighbours'. With one span (``one_span``) a is 0: a dataset's
+    own steps say nothing of other spans."""
+    features = np.asarray(features, dtype=np.float64)
+    slopes = (0.0,) if one_span(features) else LOCALITY_SLOPES
+    best = None
+    for a in slopes:
+        base = features[:, :BASE_FEATURES].copy()
+        base[:, 1] += a * features[:, 5]
+        base[:, 2] += a * features[:, 6]
+        coef, residual = _scaled_nnls(base, seconds)
+        if best is None or residual < best[0] * (1 - 1e-9):
+            best = (residual, a, coef)
+    _, a, coef = best
+    return np.concatenate([coef, [a * coef[1], a * coef[2]]])
 
 
 def one_span(features: np.ndarray) -> bool:
