@@ -361,10 +361,3 @@ def resolve(
         f"cost model: analytic ({why}): `python -m dygnex_jax profile` with this run's config and "
         "options, once, makes later runs use a measured one"
     )
-
-
-def median_error(model: CostModel, work, seconds, window: int) -> float:
-    """Median absolute relative error of ``model`` on timed steps (work [N, 3], seconds [N])."""
-    pred = model.predict_costs(np.asarray(work, float), window)
-    secs = np.asarray(seconds, float)
-    return float(np.median(np.abs(pred - secs) / secs)) if len(secs) else float("nan")

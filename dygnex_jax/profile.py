@@ -310,13 +310,12 @@ def _load_flag(load: list) -> str:
     )
 
 
-def _fitted(trainer: Trainer, features: np.ndarray, timed: dict, load: list) -> CostModel:
-    """The profile's model: the fit on the steps beside the packing, ``coef_alone`` on the same alone."""
+def _fitted(trainer: Trainer, features: np.ndarray, timed: dict, load: list, span: float) -> CostModel:
+    """The profile's model: the fit on the steps beside the packing, ``coef_alone`` on the same alone;
+    ``span``: the run's window span (``mean_span``), as the features were built with."""
     w, rows = trainer.windows.window, np.array(timed["rows"])
     source = f"profile:{trainer.config.name}:{trainer.n_devices}dev"
-    model = fit(
-        features, np.array(timed["seconds"]), window=w, source=source, span=mean_span(trainer.train_costs)
-    )
+    model = fit(features, np.array(timed["seconds"]), window=w, source=source, span=span)
     return dataclasses.replace(
         model,
         coef_alone=fit(features, np.array(timed["seconds_alone"]), window=w).coef,
@@ -386,7 +385,7 @@ def run_profile(
         )
     w, span = trainer.windows.window, mean_span(trainer.train_costs)
     features = window_features(np.array(rows), w, span)
-    model = _fitted(trainer, features, timed, load)
+    model = _fitted(trainer, features, timed, load, span)
     held = held_out_errors(features, np.array(seconds))
     if not main:
         return model
