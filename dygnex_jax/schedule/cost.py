@@ -337,13 +337,10 @@ def _scaled_nnls(features: np.ndarray, seconds: np.ndarray) -> tuple[np.ndarray,
 
 
 def _nnls(features: np.ndarray, seconds: np.ndarray) -> np.ndarray:
-    """Non-negative least squares of the 7 features, the locality ones tied to the base ones: an edge
-    costs c_e (1 + a φ), a pair c_p (1 + a φ), one slope a in [0, ``LOCALITY_SLOPE_MAX``] chosen on
-    ``LOCALITY_SLOPES`` by the residual (ties: the smaller). Free columns for edges · φ and pairs · φ
-    let the fit price pairs by pairs · φ alone when the profiled spans are few (three datasets, two
-    regimes: every 1-device fit of session 39 did), which makes a pair free at 256 nodes and prices a
-    narrower dataset's pairs at half its neighbours'. With one span (``one_span``) a is 0: a dataset's
-    own steps say nothing of other spans."""
+    """Non-negative least squares, the locality features tied: an edge costs c_e (1 + a φ), a pair
+    c_p (1 + a φ), one slope a on ``LOCALITY_SLOPES`` chosen by the residual (ties: the smaller); free,
+    the fits of few spans priced pairs by pairs · φ alone (free at 256 nodes). One span (``one_span``):
+    a = 0, a dataset's own steps say nothing of other spans."""
     features = np.asarray(features, dtype=np.float64)
     slopes = (0.0,) if one_span(features) else LOCALITY_SLOPES
     best = None
