@@ -1,16 +1,16 @@
 # offline A/B on one validation's measurements: the cost model with the locality terms (as trained) vs
 # the same profiles fitted blind to the span (every dataset's span 0 = the model before), each run's
 # model refitted around its steps as the trainer does; per row the median over trials of the median over
-# epochs of (predicted epoch steps / measured - 1), an epoch's last step priced alone
-import dataclasses
+# epochs of (predicted epoch steps / measured - 1), an epoch's last step priced alone. Its output beside it
+# is of code 2db209f, the locality columns fitted free; since a4f7069 ``fit`` ties them (the same script on
+# the same measurements now prices with the tied fit: docs/validate_simulator_tied_ab_2026-12-07.py A/Bs the two)
 import glob
 import json
-import re
 import sys
 
 import numpy as np
 
-from dygnex_jax import cost_cache
+from dygnex_jax.research import simulator_validation as validation
 
 V = sys.argv[1]
 DS = ["bitcoin_otc", "uci_collegemsg", "as733", "bitcoin_alpha", "synthetic"]
@@ -26,20 +26,8 @@ for k, pre in RUNS.items():
         errs = {"span": [], "blind": []}
         for f in sorted(glob.glob(f"{V}/{k}/{pre}_{ds}*.json")):
             t = json.load(open(f))
-            scale = float(re.search(r"around steps of (\d+) pairs", t["cost_note"]).group(1))
-            span = float(t["cost_model"].get("span", 0.0))
             for name, e in (("span", entry), ("blind", blind)):
-                m = dataclasses.replace(cost_cache.entry_model(e, scale), window=t["window"], span=span)
-                by = {}
-                steps = [s for s in t["steps"]]
-                for i, s in enumerate(steps):
-                    last = i + 1 == len(steps) or steps[i + 1]["epoch"] != s["epoch"]
-                    p = float(m.predict_costs(np.array([s["budget"][:3]], float), alone=last)[0])
-                    b = by.setdefault(s["epoch"], [0.0, 0.0, False])
-                    b[0] += s["seconds"]
-                    b[1] += p
-                    b[2] |= s["compiled"]
-                errs[name].append(np.median([p / m_ - 1 for m_, p, c in by.values() if not c]))
+                errs[name].append(validation.repriced_error(validation.run_model(e, t), t))
         if errs["span"]:
             out[(k, ds)] = {n: float(np.median(v)) for n, v in errs.items()}
 for name in ("blind", "span"):

@@ -4,16 +4,14 @@
 # cost-model cache as the trainer does; per row the median over trials of the median over clean epochs of
 # (predicted epoch steps / measured - 1), an epoch's last step priced alone (the trainer's per-step
 # pricing). Run with the checkout on the path: python docs/validate_simulator_tied_ab_2026-12-07.py V
-import dataclasses
 import glob
 import json
-import re
 import sys
 
 import numpy as np
 from scipy.optimize import nnls
 
-from dygnex_jax import cost_cache
+from dygnex_jax.research import simulator_validation as validation
 from dygnex_jax.schedule import cost
 
 V = sys.argv[1]
@@ -41,22 +39,11 @@ for k, pre in RUNS.items():
         errs = {"free": [], "tied": []}
         for f in sorted(glob.glob(f"{V}/{k}/{pre}_{ds}*.json")):
             t = json.load(open(f))
-            scale = float(re.search(r"around steps of (\d+) pairs", t["cost_note"]).group(1))
-            span = float(t["cost_model"].get("span", 0.0))
             for name, fn in (("free", free), ("tied", tied)):
                 cost._nnls = fn
-                m = dataclasses.replace(cost_cache.entry_model(entry, scale), window=t["window"], span=span)
+                m = validation.run_model(entry, t)
                 coefs[(k, ds, name)] = m.coef
-                by = {}
-                steps = t["steps"]
-                for i, s in enumerate(steps):
-                    last = i + 1 == len(steps) or steps[i + 1]["epoch"] != s["epoch"]
-                    p = float(m.predict_costs(np.array([s["budget"][:3]], float), alone=last)[0])
-                    b = by.setdefault(s["epoch"], [0.0, 0.0, False])
-                    b[0] += s["seconds"]
-                    b[1] += p
-                    b[2] |= s["compiled"]
-                errs[name].append(np.median([p / m_ - 1 for m_, p, c in by.values() if not c]))
+                errs[name].append(validation.repriced_error(m, t))
         if errs["free"]:
             out[(k, ds)] = {n: float(np.median(v)) for n, v in errs.items()}
 cost._nnls = tied

@@ -205,3 +205,31 @@ def test_a_rows_trials_are_simulated_once(monkeypatch):
     one_epoch = {**trials[1], "steps": [s for s in trials[1]["steps"] if s["epoch"] == 2]}
     validation.compare("synthetic", False, "2 dev", 1, one_epoch, config(2), cores=2)
     assert len(calls) == 6
+
+
+def test_a_run_repriced_offline_is_priced_as_its_trainer_priced_it():
+    """``repriced_error``: every step at its budget, an epoch's last step at the alone coefficients,
+    epochs that compiled left out, the median over epochs; ``run_model`` rebuilds the run's model from
+    the cache entry around the scale its note names, with the run's W and span."""
+    model = CostModel(
+        coef=np.array([0, 0, 1e-6, 0, 0.01, 0, 0]), coef_alone=np.array([0, 0, 1e-6, 0, 0.0, 0, 0]), window=10
+    )
+    budget = [100, 200, 10_000, 4]  # 0.02 s a step beside the packing, 0.01 s alone
+    steps = [
+        {"epoch": e, "seconds": s, "compiled": c, "budget": budget}
+        for e, s, c in [(1, 5.0, True), (1, 0.02, False), (2, 0.02, False), (2, 0.02, False),
+                        (3, 0.025, False), (3, 0.015, False)]
+    ]  # fmt: skip
+    # epoch 2: 0.03 predicted / 0.04 measured; epoch 3: 0.03 / 0.04 too; epoch 1 compiled
+    assert validation.repriced_error(model, {"steps": steps}) == pytest.approx(0.03 / 0.04 - 1)
+    steps[-1]["seconds"] = 0.035  # epoch 3: 0.03 / 0.06 -> the median of -0.25 and -0.5
+    assert validation.repriced_error(model, {"steps": steps}) == pytest.approx(-0.375)
+    rows = np.array([[100.0 * i, 200.0 * i, 5_000.0 * i] for i in range(1, 9)])
+    secs = list(rows[:, 2] * 1e-6 + 0.01)
+    data = {"rows": rows.tolist(), "seconds": secs, "seconds_alone": secs, "window": 10, "span": 500.0}
+    entry = {"model": model.to_dict() | {"source": "profile", "devices": 1}, "datasets": {"a": data}}
+    note = "cost model: profiled on this machine (a) from X, fitted around steps of 20000 pairs"
+    trained = {"cost_note": note, "cost_model": {"span": 700.0}, "window": 8}
+    got = validation.run_model(entry, trained)
+    assert got.window == 8 and got.span == 700.0
+    np.testing.assert_allclose(got.predict_costs(rows, 10), secs, rtol=1e-6)  # the entry's steps, refitted

@@ -247,6 +247,34 @@ def compare(dataset: str, fitted: bool, label: str, procs: int, data: dict, conf
     }
 
 
+def run_model(entry: dict, trained: dict) -> CostModel:
+    """The model a validation's training run (``worker``'s result) priced its steps with, rebuilt from
+    the cost-model cache ``entry`` (``cost_cache.read_entry``): refitted around the run's step scale
+    (from its cost note), with its W and span. Under a changed ``schedule.cost.fit``, the same
+    measurements priced by the new fit (the A/B scripts in docs/)."""
+    import re
+
+    from .. import cost_cache
+
+    scale = float(re.search(r"around steps of (\d+) pairs", trained["cost_note"]).group(1))
+    span = float(trained["cost_model"].get("span", 0.0))
+    return dataclasses.replace(cost_cache.entry_model(entry, scale), window=trained["window"], span=span)
+
+
+def repriced_error(model: CostModel, trained: dict) -> float:
+    """A training run's steps priced by ``model`` as the trainer prices them (an epoch's last step
+    alone): the median over its epochs that compiled nothing of predicted / measured epoch seconds - 1."""
+    steps, by = trained["steps"], {}
+    for i, s in enumerate(steps):
+        last = i + 1 == len(steps) or steps[i + 1]["epoch"] != s["epoch"]
+        p = float(model.predict_costs(np.array([s["budget"][:3]], float), alone=last)[0])
+        b = by.setdefault(s["epoch"], [0.0, 0.0, False])
+        b[0] += s["seconds"]
+        b[1] += p
+        b[2] |= s["compiled"]
+    return float(np.median([p / m - 1 for m, p, c in by.values() if not c]))
+
+
 def median_trial(trials: list[dict]) -> dict:
     """One row of a run trained ``len(trials)`` times, each trial compared on its own (``compare``): the
     trial whose measured epoch is the median (the lower middle one of an even count: a trial that ran,
