@@ -58,6 +58,8 @@ Nothing here imports JAX: it runs anywhere numpy and scipy do, at any P.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import math
 import time
 
@@ -120,6 +122,18 @@ def layout_work(costs: np.ndarray, profile: np.ndarray, ids, window: int, layout
     return padded_work(whole, window, layout)
 
 
+# the last run planned (plan.plan_run) and its key: simulating several epochs of one run (the validation's
+# rows) plans the run once, not once per epoch — the plan covers the horizon's epochs and the simulated one
+_PLANNED: dict[str, object] = {}
+
+
+def _plan_key(inst: Instance, inputs: list) -> str:
+    """What a plan depends on: the instance's windows (their contents) and ``inputs``."""
+    digest = hashlib.sha256(np.ascontiguousarray(inst.costs).tobytes())
+    digest.update(np.ascontiguousarray(inst.profile).tobytes())
+    return json.dumps([digest.hexdigest(), *inputs], sort_keys=True, default=str)
+
+
 def charged_budgets(inst: Instance, method: str, p: int, setup: Setup) -> dict:
     """The simulated epoch's schedule and, per step, the exact need and the budget paid under
     ``setup``'s shapes policy, as the trainer computes them (``plan.py``).
@@ -143,19 +157,25 @@ def charged_budgets(inst: Instance, method: str, p: int, setup: Setup) -> dict:
     # shapes keep the trained schedule and pay each step's need; buckets: the simulated epoch alone
     plans = planned or (setup.policy == "exact" and setup.parallel.budgets == "planned")
     horizon = setup.plan_epochs() if plans else []
-    run = planning.plan_run(
-        _TrainWindows(inst),
-        dataclasses.replace(
-            config, parallel=dataclasses.replace(setup.parallel, budgets="planned" if plans else "buckets")
-        ),
-        p,
-        layout,
-        settings,
-        sorted({*horizon, setup.epoch}),
-        step_seconds=planning.step_seconds_fn(
-            setup.model, w, layout, setup.device_slowdown(p), config.parallel.compile_workers
-        ),
+    run_config = dataclasses.replace(
+        config, parallel=dataclasses.replace(setup.parallel, budgets="planned" if plans else "buckets")
     )
+    epochs, slow = sorted({*horizon, setup.epoch}), setup.device_slowdown(p)
+    key = _plan_key(inst, [p, layout, epochs, slow, repr(run_config), repr(settings), setup.model.to_dict()])
+    if key not in _PLANNED:  # the epochs of one run's horizon share its plan: one plan_run for them all
+        _PLANNED.clear()
+        _PLANNED[key] = planning.plan_run(
+            _TrainWindows(inst),
+            run_config,
+            p,
+            layout,
+            settings,
+            epochs,
+            step_seconds=planning.step_seconds_fn(
+                setup.model, w, layout, slow, config.parallel.compile_workers
+            ),
+        )
+    run = _PLANNED[key]
     scheds, needs, budgets = run.schedules, run.needs, run.budgets
     mine = needs[setup.epoch]
     if setup.policy == "exact":

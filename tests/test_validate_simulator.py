@@ -1,6 +1,8 @@
 """tools/validate_simulator.py's comparison (research/simulator_validation.py) on a hand-made worker
 payload: the simulator is run for real on the embedded synthetic windows, no training here."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 from helpers import run_tool
@@ -233,3 +235,31 @@ def test_a_run_repriced_offline_is_priced_as_its_trainer_priced_it():
     got = validation.run_model(entry, trained)
     assert got.window == 8 and got.span == 700.0
     np.testing.assert_allclose(got.predict_costs(rows, 10), secs, rtol=1e-6)  # the entry's steps, refitted
+
+
+def test_the_epochs_of_one_run_are_simulated_on_one_plan(monkeypatch):
+    """Simulating three epochs of a run plans the run once (its horizon covers them), and each epoch's
+    row is the one a simulation planned afresh gives; another model plans anew."""
+    from dygnex_jax import simulate as sim
+
+    cfg = config(2)
+    calls = []
+    real = sim.planning.plan_run
+
+    def counted(*args, **kwargs):
+        calls.append(args[5])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sim.planning, "plan_run", counted)
+    sim._PLANNED.clear()
+    shared = validation.simulated_epochs(cfg, MODEL, 2, [1, 2, 3], "none", cores=2)
+    assert len(calls) == 1 and {1, 2, 3} <= set(calls[0])
+    for e, row in zip((1, 2, 3), shared):
+        sim._PLANNED.clear()
+        (fresh,) = validation.simulated_epochs(cfg, MODEL, 2, [e], "none", cores=2)
+        assert fresh["step_seconds"] == row["step_seconds"] and fresh["budgets"] == row["budgets"]
+        assert fresh["epoch_seconds"] == row["epoch_seconds"]
+    calls.clear()
+    other = dataclasses.replace(MODEL, coef=MODEL.coef * 2)
+    validation.simulated_epochs(cfg, other, 2, [1], "none", cores=2)
+    assert len(calls) == 1
