@@ -15,6 +15,8 @@ MODEL = CostModel(
     np.array([2e-6, 3e-7, 4e-7, 1e-3, 2e-2]), window=10, n_samples=20, source="profile:test", devices=2
 )
 
+BOUNDS = "error: --epochs >= 1, --profile-steps >= 5, --repeats >= 1, --trials >= 1 and --min-seconds >= 0"
+
 
 def config(p):
     return load_config(validation.REPO / validation.CONFIG, validation.overrides("synthetic", p, 8, []))
@@ -109,8 +111,10 @@ def test_other_budgets_are_flagged():
     "args, needle",
     [
         (["--fit", "nope"], "error: unknown dataset(s) nope"),
-        (["--epochs", "0"], "error: --epochs >= 1, --profile-steps >= 5, --repeats >= 1 and --trials >= 1"),
-        (["--trials", "0"], "error: --epochs >= 1, --profile-steps >= 5, --repeats >= 1 and --trials >= 1"),
+        (["--epochs", "0"], BOUNDS),
+        (["--trials", "0"], BOUNDS),
+        (["--min-seconds", "-1"], BOUNDS),
+        (["--min-seconds", "nan"], BOUNDS),
         (["--processes", "1"], "error: --devices must be >= 1 and --processes 0 (none) or >= 2"),
         (["--fit", ""], "error: --fit needs at least one dataset"),
         (["--previous", "missing.json"], "error: --previous 'missing.json' is not a validate_simulator.json"),
@@ -263,3 +267,15 @@ def test_the_epochs_of_one_run_are_simulated_on_one_plan(monkeypatch):
     other = dataclasses.replace(MODEL, coef=MODEL.coef * 2)
     validation.simulated_epochs(cfg, other, 2, [1], "none", cores=2)
     assert len(calls) == 1
+
+
+def test_a_run_trains_until_its_steps_took_long_enough():
+    """``epochs`` always; then more while fewer than min_steps ran or they took less than min_seconds;
+    never past the horizon the budgets were planned for."""
+    steps = [{"seconds": 0.25}] * 8  # 8 steps, 2 s
+    assert validation.more_epochs(2, 3, 20, steps * 10, 0, 0.0)  # before `epochs`: always
+    assert not validation.more_epochs(3, 3, 20, steps, 0, 0.0)
+    assert validation.more_epochs(3, 3, 20, steps, 12, 0.0)  # too few steps
+    assert validation.more_epochs(3, 3, 20, steps * 2, 12, 5.0)  # 16 steps but 4 s
+    assert not validation.more_epochs(3, 3, 20, steps * 3, 12, 5.0)  # 24 steps, 6 s
+    assert not validation.more_epochs(20, 3, 20, steps, 12, 5.0)  # the horizon

@@ -51,13 +51,14 @@ def worker(argv: list[str]) -> int:
     p.add_argument("--worker", required=True)
     p.add_argument("--epochs", type=int, required=True)
     p.add_argument("--min-steps", type=int, default=0)
+    p.add_argument("--min-seconds", type=float, default=0.0)
     p.add_argument("overrides", nargs="*")
     p.add_argument("--coordinator")
     p.add_argument("--num-processes", type=int)
     p.add_argument("--process-id", type=int)
     a = p.parse_args(argv)
     distributed.initialize(distributed.resolve(a.coordinator, a.num_processes, a.process_id))
-    validation.worker(a.worker, a.epochs, a.overrides, a.min_steps)
+    validation.worker(a.worker, a.epochs, a.overrides, a.min_steps, a.min_seconds)
     return 0
 
 
@@ -74,6 +75,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument(
         "--min-steps", type=int, default=12, help="train more epochs while fewer steps ran (small datasets)"
+    )
+    p.add_argument(
+        "--min-seconds",
+        type=float,
+        default=5.0,
+        help="train more epochs while the steps took less (the machine wanders on a ~10 s scale)",
     )
     p.add_argument("--profile-steps", type=int, default=12)
     p.add_argument(
@@ -117,8 +124,16 @@ def parse(argv: list[str]) -> argparse.Namespace:
         raise UserError("--fit needs at least one dataset (the cost model is profiled on them)")
     if not args.counts or min(args.counts) < 1 or args.processes < 0 or args.processes == 1:
         raise UserError("--devices must be >= 1 and --processes 0 (none) or >= 2")
-    if args.epochs < 1 or args.profile_steps < 5 or args.repeats < 1 or args.trials < 1:
-        raise UserError("--epochs >= 1, --profile-steps >= 5, --repeats >= 1 and --trials >= 1")
+    if (
+        args.epochs < 1
+        or args.profile_steps < 5
+        or args.repeats < 1
+        or args.trials < 1
+        or not args.min_seconds >= 0
+    ):
+        raise UserError(
+            "--epochs >= 1, --profile-steps >= 5, --repeats >= 1, --trials >= 1 and --min-seconds >= 0"
+        )
     args.previous_rows = previous_rows(args.previous) if args.previous else None
     return args
 
@@ -148,7 +163,7 @@ def train(
             f"training {dataset} at {procs} process(es) x {per} device(s){'' if trial == 1 else f', trial {trial}'}"
         )
         me = [str(Path(__file__).resolve()), "--worker", str(result), "--epochs", str(args.epochs)]
-        me += ["--min-steps", str(args.min_steps)]
+        me += ["--min-steps", str(args.min_steps), "--min-seconds", str(args.min_seconds)]
         cfg = validation.overrides(dataset, 0 if procs > 1 else per, args.batch, [*args.set, *extra])
         env = check.env(per, work / "cache")
         if procs == 1:

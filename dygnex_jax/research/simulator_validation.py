@@ -72,9 +72,24 @@ def overrides(dataset: str, devices: int, batch: int, extra: list[str]) -> list[
 # --- the training runs (worker processes) -------------------------------------------------------------
 
 
-def worker(result: str, epochs: int, config_overrides: list[str], min_steps: int = 0) -> None:
-    """Train epochs 1..``epochs`` — more while fewer than ``min_steps`` steps ran, up to the epochs the
-    budgets were planned for — (the planned budgets compiled first, no evaluation) and write, on the
+def more_epochs(
+    done: int, epochs: int, horizon: int, steps: list, min_steps: int, min_seconds: float
+) -> bool:
+    """Whether a validation run trains another epoch after ``done``: until ``epochs``, then while its
+    ``steps`` are fewer than ``min_steps`` or took less than ``min_seconds`` in all, up to ``horizon``."""
+    if done < epochs:
+        return True
+    short = len(steps) < min_steps or sum(s["seconds"] for s in steps) < min_seconds
+    return short and done < horizon
+
+
+def worker(
+    result: str, epochs: int, config_overrides: list[str], min_steps: int = 0, min_seconds: float = 0.0
+) -> None:
+    """Train epochs 1..``epochs`` — more while fewer than ``min_steps`` steps ran or they took less than
+    ``min_seconds`` in all (a trial of a small dataset's 3 epochs times ~1 s of steps, one moment of a
+    machine whose speed wanders on a ~10 s scale), up to the epochs the budgets were planned for — (the
+    planned budgets compiled first, no evaluation) and write, on the
     main process, every step, the epochs' wall times, the planned budgets, the cost model and the loads
     (the worker of ``tools/validate_simulator.py`` and ``tools/bench_cost_model.py``)."""
     from .. import distributed
@@ -87,7 +102,7 @@ def worker(result: str, epochs: int, config_overrides: list[str], min_steps: int
     trainer.compile_planned(lambda _: None)
     steps, walls = [], []
     e = 0
-    while e < epochs or (len(steps) < min_steps and e < horizon):
+    while more_epochs(e, epochs, horizon, steps, min_steps, min_seconds):
         e += 1
         walls.append(trainer.train_epoch(e)["epoch_seconds"])
         steps += trainer.last_steps
