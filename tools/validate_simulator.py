@@ -16,10 +16,13 @@ compared on its own, and a row is its median trial; ``validate_simulator_trials.
 with the minutes from the profile to each trial. ``--order count`` (the default) profiles one device
 count and trains its rows before the next count's profile, so every model is used within the hour it
 was measured; ``--order all`` profiles every count first, then trains every row.
+A run trains --epochs epochs, then more while it ran fewer than --min-steps steps or they took
+less than --min-seconds (default 5: the machine's speed wanders on a ~10 s scale; a short trial
+samples one moment of it), up to the epochs its budgets were planned for.
 
     python tools/validate_simulator.py --out runs/validate              # every dataset, 1,2,4,8 + 2 processes: ~85 min
     python tools/validate_simulator.py --devices 1 --processes 0 --fit synthetic --check "" --epochs 2
-    python tools/validate_simulator.py --out runs/validate --trials 3   # 3 trials a row, 65 min (2026-12-07)
+    python tools/validate_simulator.py --out runs/validate --trials 3   # 3 trials a row, 48-76 min (2026-12-07, before --min-seconds)
 
 The training runs are this file in ``--worker`` mode (one process, or each of the launcher's).
 """
