@@ -107,7 +107,6 @@ from .simulate_setup import (  # noqa: F401  (re-exported)
     WINDOW_METHODS,
     Setup,
     _figures,
-    _fixed_and_unit,
     host_slowdown,
 )
 
@@ -210,7 +209,7 @@ def simulate_window_method(inst: Instance, method: str, p: int, setup: Setup) ->
         [layout_work(inst.costs, inst.profile, np.concatenate(st), w, layout) for st in sched.steps]
     )
     # a step beside the next step's packing, or alone (an epoch's last: Setup.alone_steps)
-    (fixed, unit), (fixed_a, unit_a) = _fixed_and_unit(setup.model, w), _fixed_and_unit(setup.model, w, True)
+    (fixed, unit), (fixed_a, unit_a) = setup.model.unit_costs(w), setup.model.unit_costs(w, True)
     alone = setup.alone_steps(len(padded))
     compute = slow * np.where(alone, fixed_a + padded @ unit_a, fixed + padded @ unit)
     ideal = slow * np.where(alone, fixed_a + whole @ unit_a / p, fixed + whole @ unit / p)

@@ -10,7 +10,7 @@ import numpy as np
 from .schedule.base import check_sizes
 from .simulate_comm import ring_allgather_seconds, ring_allreduce_seconds, state_bytes
 from .simulate_instance import Instance
-from .simulate_setup import Setup, _figures, _fixed_and_unit
+from .simulate_setup import Setup, _figures
 
 MICRO_PER_STAGE = 4  # snapshot model: a replica's windows form up to 4 x stages micro-batches
 
@@ -41,7 +41,7 @@ def simulate_snapshot(inst: Instance, p: int, setup: Setup) -> dict:
         )
     stage_const = c[3] * np.diff(bounds)
     egcn = setup.model_cfg.name == "egcn_o"  # one evolved-weights state per micro-batch, else per window
-    fixed_unit = _fixed_and_unit(setup.model, w)
+    fixed_unit = setup.model.unit_costs(w)
     compute, ideal = [], []
     for lo in range(0, len(inst.costs), b):
         ids = np.arange(lo, min(lo + b, len(inst.costs)))
@@ -70,7 +70,7 @@ def simulate_vertex(inst: Instance, p: int, setup: Setup) -> dict:
     b = setup.batch(p)
     check_sizes(len(inst.costs), p, b)
     w = inst.window
-    fixed, unit = _fixed_and_unit(setup.model, w)
+    fixed, unit = setup.model.unit_costs(w)
     slow = setup.device_slowdown(p)
     allreduce = ring_allreduce_seconds(setup.param_bytes, p, setup.link)
     layers, hidden = setup.model_cfg.layers, setup.model_cfg.hidden

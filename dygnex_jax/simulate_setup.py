@@ -154,12 +154,6 @@ class Setup:
         )
 
 
-def _fixed_and_unit(model: CostModel, window: int, alone: bool = False) -> tuple[float, np.ndarray]:
-    """(seconds per step independent of size, [3] seconds per node / edge / pair of padded work) of a
-    step run beside the next step's packing, or ``alone`` (``CostModel.unit_costs``: an edge and a pair with their locality term)."""
-    return model.unit_costs(window, alone)
-
-
 def _figures(method, p, b, compute, ideal, allreduce, sched_seconds, fallback) -> dict:
     steps = len(compute)
     simulated = compute + allreduce
