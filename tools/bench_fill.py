@@ -241,24 +241,24 @@ def given(a) -> tuple[list[dict], str]:
     load = os.getloadavg()[0]
     runs = [(trainer, batch, b) for batch, b in zip(batches, budgets)]
     seconds = ordered(runs, a.repeats, a.order, a.blocks)
+    kinds, first = list(seconds), next(iter(seconds))
+    both = len(kinds) == 2
     rows = []
     for i, b in enumerate(budgets):
         row = {"budget": list(b.as_tuple()), "load_before": load}
         for kind, each in seconds.items():
             row[f"seconds_{kind}"] = each[i]
             row[f"median_{kind}"] = statistics.median(each[i])
-        first = next(iter(seconds))
         row["seconds_median"], row["seconds"] = row[f"median_{first}"], row[f"seconds_{first}"]
-        if len(seconds) == 2:
+        if both:
             row["round_robin_over_back_to_back"] = row["median_round_robin"] / row["median_back_to_back"]
         rows.append(row)
-    kinds = list(seconds)
     head = " | ".join(f"seconds, {k.replace('_', ' ')} (median)" for k in kinds)
-    lines = [f"| budget (nodes, edges, pairs, windows) | {head} |" + (" ratio |" if len(kinds) == 2 else "")]
-    lines.append("|---|" + "---:|" * (len(kinds) + (len(kinds) == 2)) + "")
+    lines = [f"| budget (nodes, edges, pairs, windows) | {head} |" + (" ratio |" if both else "")]
+    lines.append("|---|" + "---:|" * (len(kinds) + both))
     for r in rows:
         cells = " | ".join(f"{r[f'median_{k}']:.4f}" for k in kinds)
-        ratio = f" {r['round_robin_over_back_to_back']:.3f} |" if len(kinds) == 2 else ""
+        ratio = f" {r['round_robin_over_back_to_back']:.3f} |" if both else ""
         lines.append(f"| {r['budget']} | {cells} |{ratio}")
     lines.append(f"\nload before: {load:.1f}, after: {os.getloadavg()[0]:.1f}")
     return rows, "\n".join(lines)
