@@ -15,7 +15,10 @@ MODEL = CostModel(
     np.array([2e-6, 3e-7, 4e-7, 1e-3, 2e-2]), window=10, n_samples=20, source="profile:test", devices=2
 )
 
-BOUNDS = "error: --epochs >= 1, --profile-steps >= 5, --repeats >= 1, --trials >= 1 and --min-seconds >= 0"
+BOUNDS = (
+    "error: --epochs >= 1, --profile-steps >= 5, --repeats >= 1, --trials >= 1, --min-seconds >= 0 "
+    "and --control >= 0"
+)
 
 
 def config(p):
@@ -115,6 +118,7 @@ def test_other_budgets_are_flagged():
         (["--trials", "0"], BOUNDS),
         (["--min-seconds", "-1"], BOUNDS),
         (["--min-seconds", "nan"], BOUNDS),
+        (["--control", "-1"], BOUNDS),
         (["--processes", "1"], "error: --devices must be >= 1 and --processes 0 (none) or >= 2"),
         (["--fit", ""], "error: --fit needs at least one dataset"),
         (["--previous", "missing.json"], "error: --previous 'missing.json' is not a validate_simulator.json"),

@@ -42,6 +42,7 @@ from dygnex_jax.errors import ArgumentParser, UserError, run_tool
 from dygnex_jax.files import output_dir
 from dygnex_jax.research import cost_model_check as check
 from dygnex_jax.research import simulator_validation as validation
+from dygnex_jax.research.validation_control import table as control_table
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -55,13 +56,14 @@ def worker(argv: list[str]) -> int:
     p.add_argument("--epochs", type=int, required=True)
     p.add_argument("--min-steps", type=int, default=0)
     p.add_argument("--min-seconds", type=float, default=0.0)
+    p.add_argument("--control", type=int, default=0)
     p.add_argument("overrides", nargs="*")
     p.add_argument("--coordinator")
     p.add_argument("--num-processes", type=int)
     p.add_argument("--process-id", type=int)
     a = p.parse_args(argv)
     distributed.initialize(distributed.resolve(a.coordinator, a.num_processes, a.process_id))
-    validation.worker(a.worker, a.epochs, a.overrides, a.min_steps, a.min_seconds)
+    validation.worker(a.worker, a.epochs, a.overrides, a.min_steps, a.min_seconds, a.control)
     return 0
 
 
@@ -84,6 +86,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
         type=float,
         default=5.0,
         help="train more epochs while the steps took less (the machine wanders on a ~10 s scale)",
+    )
+    p.add_argument(
+        "--control",
+        type=int,
+        default=0,
+        help="R > 0: after each run, its most used budget re-timed as the profile times it, R rounds "
+        "(the row's error split into model and regime: validate_simulator_control.md)",
     )
     p.add_argument("--profile-steps", type=int, default=12)
     p.add_argument(
@@ -133,9 +142,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
         or args.repeats < 1
         or args.trials < 1
         or not args.min_seconds >= 0
+        or args.control < 0
     ):
         raise UserError(
-            "--epochs >= 1, --profile-steps >= 5, --repeats >= 1, --trials >= 1 and --min-seconds >= 0"
+            "--epochs >= 1, --profile-steps >= 5, --repeats >= 1, --trials >= 1, --min-seconds >= 0 "
+            "and --control >= 0"
         )
     args.previous_rows = previous_rows(args.previous) if args.previous else None
     return args
@@ -167,6 +178,7 @@ def train(
         )
         me = [str(Path(__file__).resolve()), "--worker", str(result), "--epochs", str(args.epochs)]
         me += ["--min-steps", str(args.min_steps), "--min-seconds", str(args.min_seconds)]
+        me += ["--control", str(args.control)]
         cfg = validation.overrides(dataset, 0 if procs > 1 else per, args.batch, [*args.set, *extra])
         env = check.env(per, work / "cache")
         if procs == 1:
@@ -281,6 +293,8 @@ def main(argv=None) -> int:
         (out / "validate_simulator_runs.md").write_text(validation.two_runs(rows, args.previous_rows))
     if args.trials > 1:
         (out / "validate_simulator_trials.md").write_text(validation.trials_table(rows))
+    if args.control:
+        (out / "validate_simulator_control.md").write_text(control_table(rows))
     (out / "validate_simulator.json").write_text(json.dumps(payload, indent=2) + "\n")
     (out / "validate_simulator.md").write_text(validation.markdown(rows))
     validation.plot(rows, out / "validate_simulator.png")

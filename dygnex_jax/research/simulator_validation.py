@@ -48,6 +48,7 @@ from ..config import load_config
 from ..errors import UserError
 from ..files import save_figure
 from ..schedule.cost import CostModel, default_cost_model, mean_span
+from .validation_control import control
 
 REPO = Path(__file__).resolve().parents[2]  # the checkout the runs start in (configs/, tools/)
 CONFIG = "configs/egcn_o_bitcoin_otc.yaml"  # EvolveGCN-O with Bitcoin-OTC's settings, any dataset
@@ -84,14 +85,21 @@ def more_epochs(
 
 
 def worker(
-    result: str, epochs: int, config_overrides: list[str], min_steps: int = 0, min_seconds: float = 0.0
+    result: str,
+    epochs: int,
+    config_overrides: list[str],
+    min_steps: int = 0,
+    min_seconds: float = 0.0,
+    control_rounds: int = 0,
 ) -> None:
     """Train epochs 1..``epochs`` — more while fewer than ``min_steps`` steps ran or they took less than
     ``min_seconds`` in all (a trial of a small dataset's 3 epochs times ~1 s of steps, one moment of a
     machine whose speed wanders on a ~10 s scale), up to the epochs the budgets were planned for — (the
     planned budgets compiled first, no evaluation) and write, on the
     main process, every step, the epochs' wall times, the planned budgets, the cost model and the loads
-    (the worker of ``tools/validate_simulator.py`` and ``tools/bench_cost_model.py``)."""
+    (the worker of ``tools/validate_simulator.py`` and ``tools/bench_cost_model.py``).
+    ``control_rounds`` > 0: then the run's most used budget re-timed as the profile times a step
+    (``validation_control.control``)."""
     from .. import distributed
     from ..train import Trainer
 
@@ -107,6 +115,7 @@ def worker(
         walls.append(trainer.train_epoch(e)["epoch_seconds"])
         steps += trainer.last_steps
     load.append(os.getloadavg()[0])
+    checked = control(trainer, steps, control_rounds, lambda _: None) if control_rounds else None
     if not distributed.is_main_process():
         return
     payload = {
@@ -124,6 +133,7 @@ def worker(
         "compile_seconds": trainer.compile_seconds,
         "load": load,
         "started_unix": started,
+        "control": checked,
     }
     Path(result).write_text(json.dumps(payload) + "\n")
 
@@ -249,6 +259,7 @@ def compare(dataset: str, fitted: bool, label: str, procs: int, data: dict, conf
         },
         "load": data["load"],
         "started_unix": data.get("started_unix"),
+        "control": data.get("control"),
         "cost_model": {
             k: data["cost_model"].get(k)
             for k in ("source", "devices", "datasets", "compile_seconds", "coef", "coef_alone")
@@ -299,7 +310,14 @@ def median_trial(trials: list[dict]) -> dict:
         return trials[0]
     order = sorted(range(len(trials)), key=lambda i: trials[i]["measured_step_seconds"])
     chosen = order[(len(trials) - 1) // 2]
-    keys = ("measured_step_seconds", "simulated_seconds", "error_vs_steps", "load", "profile_age_minutes")
+    keys = (
+        "measured_step_seconds",
+        "simulated_seconds",
+        "error_vs_steps",
+        "load",
+        "profile_age_minutes",
+        "control",
+    )
     return {
         **trials[chosen],
         "trial": chosen + 1,
