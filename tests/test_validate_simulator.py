@@ -283,3 +283,9 @@ def test_a_run_trains_until_its_steps_took_long_enough():
     assert validation.more_epochs(3, 3, 20, steps * 2, 12, 5.0)  # 16 steps but 4 s
     assert not validation.more_epochs(3, 3, 20, steps * 3, 12, 5.0)  # 24 steps, 6 s
     assert not validation.more_epochs(20, 3, 20, steps, 12, 5.0)  # the horizon
+    # the processes of one run decide on one figure (their maximum), asked on every call, even while
+    # the first `epochs` run: a process whose own steps took 4 s stops with one whose took 6 s
+    asked = []
+    slowest = lambda s: asked.append(s) or max(s, 6.0)  # noqa: E731
+    assert validation.more_epochs(2, 3, 20, steps * 2, 12, 5.0, slowest) and asked == [4.0]
+    assert not validation.more_epochs(3, 3, 20, steps * 2, 12, 5.0, slowest) and asked == [4.0, 4.0]

@@ -74,14 +74,19 @@ def overrides(dataset: str, devices: int, batch: int, extra: list[str]) -> list[
 
 
 def more_epochs(
-    done: int, epochs: int, horizon: int, steps: list, min_steps: int, min_seconds: float
+    done: int, epochs: int, horizon: int, steps: list, min_steps: int, min_seconds: float, agree=None
 ) -> bool:
     """Whether a validation run trains another epoch after ``done``: until ``epochs``, then while its
-    ``steps`` are fewer than ``min_steps`` or took less than ``min_seconds`` in all, up to ``horizon``."""
+    ``steps`` are fewer than ``min_steps`` or took less than ``min_seconds`` in all, up to ``horizon``.
+    ``agree``: the seconds made one figure for every process of a run (``parallel.max_over_processes``,
+    called on every call, so each process calls it as often), so that all stop after the same epoch —
+    each measures its own steps, and a process that trained one epoch more waited on the others'
+    gradients until the run aborted."""
+    seconds = sum(s["seconds"] for s in steps)
+    seconds = agree(seconds) if agree is not None else seconds
     if done < epochs:
         return True
-    short = len(steps) < min_steps or sum(s["seconds"] for s in steps) < min_seconds
-    return short and done < horizon
+    return (len(steps) < min_steps or seconds < min_seconds) and done < horizon
 
 
 def worker(
@@ -100,7 +105,7 @@ def worker(
     (the worker of ``tools/validate_simulator.py`` and ``tools/bench_cost_model.py``).
     ``control_rounds`` > 0: then the run's most used budget re-timed as the profile times a step
     (``validation_control.control``)."""
-    from .. import distributed
+    from .. import distributed, parallel
     from ..train import Trainer
 
     load, started = [os.getloadavg()[0]], time.time()
@@ -110,7 +115,7 @@ def worker(
     trainer.compile_planned(lambda _: None)
     steps, walls = [], []
     e = 0
-    while more_epochs(e, epochs, horizon, steps, min_steps, min_seconds):
+    while more_epochs(e, epochs, horizon, steps, min_steps, min_seconds, parallel.max_over_processes):
         e += 1
         walls.append(trainer.train_epoch(e)["epoch_seconds"])
         steps += trainer.last_steps
