@@ -42,7 +42,7 @@ def test_the_control_retimes_the_most_used_budget_on_a_step_of_its_own(monkeypat
         beside += [s for s, a in zip(epoch, alone_steps(len(epoch), 1)) if not a and not s["compiled"]]
     key, count = collections.Counter(tuple(s["budget"]) for s in beside).most_common(1)[0]
     budget = next(b for b in trainer.planned if b.as_tuple() == key)
-    assert got["budget"] == list(key) and got["steps"] == count and got["rounds"] == 3
+    assert got["budget"] == list(key) and got["steps"] == count and got["rounds"] == 3 and not got["alone"]
     assert got["training_seconds"] == statistics.median(
         s["seconds"] for s in beside if tuple(s["budget"]) == key
     )
@@ -50,6 +50,15 @@ def test_the_control_retimes_the_most_used_budget_on_a_step_of_its_own(monkeypat
     assert got["predicted_seconds"] == trainer.step_seconds(budget, False)
     assert set(packed) == {tuple(trainer.padded_work(budget))}  # the run's step, packed in that budget
     assert len(packed) == 1 + 2 * 3  # its first run, then 3 rounds beside and alone
+
+    # epochs of one step each (run alone, with nothing to pack beside): the alone figures compared
+    last = [s for s in steps if s["step"] == max(t["step"] for t in steps if t["epoch"] == s["epoch"])]
+    got = vc.control(trainer, last, 3, lambda *_: None)
+    key = collections.Counter(tuple(s["budget"]) for s in last).most_common(1)[0][0]
+    assert got["alone"] and got["steps"] == sum(tuple(s["budget"]) == key for s in last)
+    assert got["control_seconds"] == 0.04 and got["control_beside_seconds"] == 0.05
+    budget = next(b for b in trainer.planned if b.as_tuple() == key)
+    assert got["predicted_seconds"] == trainer.step_seconds(budget, True)
 
     for s in steps:
         s["compiled"] = True

@@ -26,23 +26,26 @@ import numpy as np
 from ..schedule.cost import alone_steps
 
 
-def _steps_beside(steps: list[dict], prefetch: int) -> list[dict]:
-    """The timed steps that compiled nothing and ran beside the next step's packing (not alone)."""
-    out = []
+def _timed_steps(steps: list[dict], prefetch: int) -> tuple[list[dict], bool]:
+    """The steps that compiled nothing and ran beside the next step's packing, and False; where none did
+    (an epoch of one step runs it alone), those that ran alone, and True."""
+    beside, alone = [], []
     for e in sorted({s["epoch"] for s in steps}):
         epoch = [s for s in steps if s["epoch"] == e]
-        alone = alone_steps(len(epoch), prefetch)
-        out += [s for s, a in zip(epoch, alone) if not a and not s["compiled"]]
-    return out
+        for s, a in zip(epoch, alone_steps(len(epoch), prefetch)):
+            if not s["compiled"]:
+                (alone if a else beside).append(s)
+    return (beside, False) if beside else (alone, True)
 
 
 def control(trainer, steps: list[dict], rounds: int, log) -> dict | None:
     """Re-time the most used budget of ``steps`` (the worker's steps, every epoch) on one of its own
-    steps, ``rounds`` rounds as ``profile`` times a step; None when no step ran beside another's packing
-    in a planned budget. The training figure: the median of its steps in that budget."""
+    steps, ``rounds`` rounds as ``profile`` times a step; None when every step compiled or the budget
+    was not planned. The training figure: the median of its steps in that budget that ran beside the
+    next step's packing (or alone, where every step did: the control's alone figure and price then)."""
     from .. import profile
 
-    timed = _steps_beside(steps, trainer.config.parallel.prefetch)
+    timed, alone = _timed_steps(steps, trainer.config.parallel.prefetch)
     if not timed or rounds < 1:
         return None
     key, count = collections.Counter(tuple(s["budget"]) for s in timed).most_common(1)[0]
@@ -55,11 +58,13 @@ def control(trainer, steps: list[dict], rounds: int, log) -> dict | None:
     return {
         "budget": list(key),
         "steps": count,
+        "alone": alone,
         "rounds": rounds,
         "training_seconds": statistics.median(s["seconds"] for s in timed if tuple(s["budget"]) == key),
-        "control_seconds": got["seconds"][0],
+        "control_seconds": got["seconds_alone" if alone else "seconds"][0],
+        "control_beside_seconds": got["seconds"][0],
         "control_alone_seconds": got["seconds_alone"][0],
-        "predicted_seconds": trainer.step_seconds(budget, False),
+        "predicted_seconds": trainer.step_seconds(budget, alone),
         "compile_seconds": got["compiles"][0],
         "at_unix": time.time(),
     }
