@@ -18,7 +18,11 @@ count and trains its rows before the next count's profile, so every model is use
 was measured; ``--order all`` profiles every count first, then trains every row.
 A run trains --epochs epochs, then more while it ran fewer than --min-steps steps or they took
 less than --min-seconds (default 5: the machine's speed wanders on a ~10 s scale; a short trial
-samples one moment of it), up to the epochs its budgets were planned for.
+samples one moment of it), up to the epochs its budgets were planned for (every process of a
+2-process run stops after the same epoch: the slowest process's seconds decide).
+``--control R``: after each run, its most used budget re-timed in the same process as the profile
+times a step, R rounds (``research/validation_control.py``): ``validate_simulator_control.md``
+splits each trial's error into the model's (price / control) and the regime's (training / control).
 
     python tools/validate_simulator.py --out runs/validate              # every dataset, 1,2,4,8 + 2 processes: ~85 min
     python tools/validate_simulator.py --devices 1 --processes 0 --fit synthetic --check "" --epochs 2
