@@ -124,7 +124,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
         "--previous",
         help="an earlier run's validate_simulator.json: its rows beside these (validate_simulator_runs.md)",
     )
-    args = p.parse_args(argv)
+    return checked(p.parse_args(argv))
+
+
+def checked(args: argparse.Namespace) -> argparse.Namespace:
+    """``args`` with the device counts, the datasets and an earlier run's rows read; a bad value is one
+    UserError."""
     try:
         args.counts = [int(x) for x in args.devices.split(",") if x]
     except ValueError:
