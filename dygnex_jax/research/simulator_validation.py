@@ -48,7 +48,7 @@ from ..config import load_config
 from ..errors import UserError
 from ..files import save_figure
 from ..schedule.cost import CostModel, default_cost_model, mean_span
-from .validation_control import control
+from .validation_control import alone_flags, control
 
 REPO = Path(__file__).resolve().parents[2]  # the checkout the runs start in (configs/, tools/)
 CONFIG = "configs/egcn_o_bitcoin_otc.yaml"  # EvolveGCN-O with Bitcoin-OTC's settings, any dataset
@@ -120,7 +120,7 @@ def worker(
         walls.append(trainer.train_epoch(e)["epoch_seconds"])
         steps += trainer.last_steps
     load.append(os.getloadavg()[0])
-    checked = control(trainer, steps, control_rounds, lambda _: None) if control_rounds else None
+    checked = control(trainer, steps, control_rounds, lambda _: None)
     if not distributed.is_main_process():
         return
     payload = {
@@ -296,9 +296,8 @@ def repriced_error(model: CostModel, trained: dict) -> float:
     """A training run's steps priced by ``model`` as the trainer prices them (an epoch's last step
     alone): the median over its epochs that compiled nothing of predicted / measured epoch seconds - 1."""
     steps, by = trained["steps"], {}
-    for i, s in enumerate(steps):
-        last = i + 1 == len(steps) or steps[i + 1]["epoch"] != s["epoch"]
-        p = float(model.predict_costs(np.array([s["budget"][:3]], float), alone=last)[0])
+    for s, alone in zip(steps, alone_flags(steps)):
+        p = float(model.predict_costs(np.array([s["budget"][:3]], float), alone=alone)[0])
         b = by.setdefault(s["epoch"], [0.0, 0.0, False])
         b[0] += s["seconds"]
         b[1] += p

@@ -26,15 +26,21 @@ import numpy as np
 from ..schedule.cost import alone_steps
 
 
+def alone_flags(steps: list[dict], prefetch: int = 1) -> list[bool]:
+    """[len(steps)] whether each of a run's steps (in the order it ran them, epoch by epoch) ran with no
+    next step packed beside it (``cost.alone_steps`` of its epoch: its last one with prefetch)."""
+    counts = collections.Counter(s["epoch"] for s in steps)
+    flags = {e: iter(alone_steps(n, prefetch)) for e, n in counts.items()}
+    return [bool(next(flags[s["epoch"]])) for s in steps]
+
+
 def _timed_steps(steps: list[dict], prefetch: int) -> tuple[list[dict], bool]:
     """The steps that compiled nothing and ran beside the next step's packing, and False; where none did
     (an epoch of one step runs it alone), those that ran alone, and True."""
     beside, alone = [], []
-    for e in sorted({s["epoch"] for s in steps}):
-        epoch = [s for s in steps if s["epoch"] == e]
-        for s, a in zip(epoch, alone_steps(len(epoch), prefetch)):
-            if not s["compiled"]:
-                (alone if a else beside).append(s)
+    for s, a in zip(steps, alone_flags(steps, prefetch)):
+        if not s["compiled"]:
+            (alone if a else beside).append(s)
     return (beside, False) if beside else (alone, True)
 
 
@@ -45,8 +51,10 @@ def control(trainer, steps: list[dict], rounds: int, log) -> dict | None:
     next step's packing (or alone, where every step did: the control's alone figure and price then)."""
     from .. import profile
 
+    if rounds < 1:
+        return None
     timed, alone = _timed_steps(steps, trainer.config.parallel.prefetch)
-    if not timed or rounds < 1:
+    if not timed:
         return None
     key, count = collections.Counter(tuple(s["budget"]) for s in timed).most_common(1)[0]
     budget = next((b for b in trainer.planned or [] if tuple(b.as_tuple()) == key), None)
