@@ -240,13 +240,11 @@ def record(
     log=print,
     seconds_alone=None,
     span: float = 0.0,
-    probe_seconds: float | None = None,
 ) -> tuple[CostModel, Path, dict]:
     """Add (or replace) ``dataset``'s timed steps in the entry of ``sig`` and refit on all its
     datasets -> (model, entry path, transfer errors). ``seconds_alone``: the same steps timed with
     nothing packed beside them (None: not timed); ``span``: the mean node count of the dataset's
-    training windows (``schedule.cost.locality``; 0: not known); ``probe_seconds``: the machine's speed
-    probe beside the steps (``speed_probe``; None: not probed). Written atomically; an unreadable entry is
+    training windows (``schedule.cost.locality``; 0: not known). Written atomically; an unreadable entry is
     replaced (with a line)."""
     path = entry_path(sig)
     try:
@@ -265,7 +263,6 @@ def record(
         "compile_seconds": [float(c) for c in compile_seconds],
         "load": [float(x) for x in load],
         "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
-        "probe_seconds": None if probe_seconds is None else float(probe_seconds),
     }
     source = f"profile:{sig['model']['name']}:{sig['devices']}dev:{'+'.join(sorted(data['datasets']))}"
     model, transfer = fit_pooled(data["datasets"], source, int(sig["devices"]))
@@ -291,14 +288,6 @@ def read_entry(path) -> dict | None:
         return data
     except ValueError as e:
         raise UserError(f"cost-model cache entry {str(path)!r} is malformed ({e}): re-run profile") from None
-
-
-def entry_probe(data: dict) -> float | None:
-    """The speed probe's seconds (``speed_probe``) while an entry's steps were timed: the median over
-    its datasets' profiles that probed (None when none did)."""
-    probes = [d.get("probe_seconds") for d in data["datasets"].values()]
-    probes = [float(p) for p in probes if isinstance(p, (int, float)) and not isinstance(p, bool) and p > 0]
-    return float(statistics.median(probes)) if probes else None
 
 
 def entry_model(data: dict, scale: float) -> CostModel:

@@ -32,7 +32,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from . import cost_cache, distributed, parallel, speed_probe
+from . import cost_cache, distributed, parallel
 from .config import Config
 from .errors import UserError
 from .files import atomic_write_text, json_text
@@ -222,8 +222,7 @@ def design(trainer: Trainer, kind: str, n_steps: int, seed: int) -> list[tuple[l
 def time_steps(trainer: Trainer, steps: list, repeats: int, log) -> dict:
     """Every distinct budget among ``steps`` ((step, budget) pairs; a budget of None: the step's
     bucket): {"rows": padded work, "seconds": median seconds (beside the next step's packing),
-    "seconds_alone": median seconds alone, "compiles": compile seconds, "probe_seconds": the median
-    ``speed_probe`` before the rounds and after each}.
+    "seconds_alone": median seconds alone, "compiles": compile seconds}.
 
     Each step's first run compiles it (its time less the step's median is the compilation's); then
     ``repeats`` rounds each run every step once beside the packing of a full training step
@@ -249,13 +248,11 @@ def time_steps(trainer: Trainer, steps: list, repeats: int, log) -> dict:
             t.first = t.run(trainer, pool, pack_next)
             timed.append(t)
             log(f"profile step {i + 1}/{len(steps)}: compiled and ran in {t.first:.2f} s")
-        probes = [speed_probe.seconds()]  # the machine's speed beside the rounds (``speed_probe``)
         for _ in range(repeats):
             for t in timed:
                 t.beside.append(t.run(trainer, pool, pack_next))
                 if beside:
                     t.alone.append(t.run(trainer, None, pack_next))
-            probes.append(speed_probe.seconds())
     got = {"rows": [], "seconds": [], "seconds_alone": [], "compiles": []}
     for t in timed:
         sec = statistics.median(t.beside)
@@ -267,7 +264,7 @@ def time_steps(trainer: Trainer, steps: list, repeats: int, log) -> dict:
         )
         for key, value in zip(got, (t.work, sec, alone, comp)):
             got[key].append(value)
-    return {**got, "probe_seconds": float(statistics.median(probes))}
+    return got
 
 
 def add_to_cache(trainer: Trainer, summary: dict, compiles: list, log) -> dict:
@@ -293,7 +290,6 @@ def add_to_cache(trainer: Trainer, summary: dict, compiles: list, log) -> dict:
         log,
         seconds_alone=summary["seconds_alone"],
         span=summary["span"],
-        probe_seconds=summary["probe_seconds"],
     )
     others = ", ".join(f"{k} {100 * v:.0f}%" for k, v in sorted(transfer.items()))
     log(
@@ -398,7 +394,7 @@ def run_profile(
     summary = {
         "rows": [list(map(float, r)) for r in rows],
         "seconds": seconds,
-        **{k: timed[k] for k in ("seconds_alone", "probe_seconds")},
+        "seconds_alone": timed["seconds_alone"],
         "compile_seconds": compiles,
         "devices": trainer.n_devices,
         "window": w,

@@ -171,8 +171,7 @@ def test_profile_times_its_steps_in_rounds(monkeypatch, prefetch):
     """``time_steps`` compiles every distinct budget first (a step on a budget already seen is not
     timed), then runs ``repeats`` rounds, each timing every step once beside the next step's packing and
     once alone (without prefetch: once, alone) — never one step's runs back to back — and reports each
-    step's medians of its own runs, its compilation as its first run less that median; the machine's
-    speed is probed before the first round and after each, and the probes' median kept."""
+    step's medians of its own runs, its compilation as its first run less that median."""
     from dygnex_jax import profile
 
     trainer = _trainer(devices=2, batch=8)
@@ -189,14 +188,7 @@ def test_profile_times_its_steps_in_rounds(monkeypatch, prefetch):
         calls.append((id(self), pool is not None))
         return float(next(clock))  # every run its own time: medians are checkable
 
-    probed = []  # the machine's speed probe: before the first round and after each, its median kept
-
-    def probe():
-        probed.append(len(calls))
-        return [0.05, 0.01, 0.04, 0.02][len(probed) - 1]
-
     monkeypatch.setattr(profile.TimedStep, "run", run)
-    monkeypatch.setattr(profile.speed_probe, "seconds", probe)
     got = profile.time_steps(trainer, steps, repeats=3, log=lambda *_: None)
     n = len(got["rows"])
     assert n == len({tuple(r) for r in got["rows"]}) and 2 <= n <= 4
@@ -205,7 +197,6 @@ def test_profile_times_its_steps_in_rounds(monkeypatch, prefetch):
     assert len(set(first)) == n  # each budget compiled once, before any timed run
     per_round = 2 * n if prefetch else n
     assert len(rest) == 3 * per_round
-    assert probed == [n + r * per_round for r in range(4)] and got["probe_seconds"] == pytest.approx(0.03)
     for r in range(3):  # a round runs every step, in the same order, beside then alone
         chunk = calls[n + r * per_round : n + (r + 1) * per_round]
         assert [c[0] for c in chunk][:: 2 if prefetch else 1] == first

@@ -23,10 +23,6 @@ samples one moment of it), up to the epochs its budgets were planned for (every 
 ``--control R``: after each run, its most used budget re-timed in the same process as the profile
 times a step, R rounds (``research/validation_control.py``): ``validate_simulator_control.md``
 splits each trial's error into the model's (price / control) and the regime's (training / control).
-Every run probes the machine's speed (``dygnex_jax/speed_probe.py``) before its first epoch and after
-its last, against the probe beside its profile's rounds: ``validate_simulator_speed.md`` shows each
-trial's error at the profile's speed and with the speed probed before the run
-(``research/validation_speed.py``).
 
     python tools/validate_simulator.py --out runs/validate              # every dataset, 1,2,4,8 + 2 processes: ~85 min
     python tools/validate_simulator.py --devices 1 --processes 0 --fit synthetic --check "" --epochs 2
@@ -51,7 +47,6 @@ from dygnex_jax.files import output_dir
 from dygnex_jax.research import cost_model_check as check
 from dygnex_jax.research import simulator_validation as validation
 from dygnex_jax.research.validation_control import table as control_table
-from dygnex_jax.research.validation_speed import table as speed_table
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -309,16 +304,12 @@ def main(argv=None) -> int:
         (out / "validate_simulator_trials.md").write_text(validation.trials_table(rows))
     if args.control:
         (out / "validate_simulator_control.md").write_text(control_table(rows))
-    if any(r.get("speed") for r in rows):  # runs that probed the machine's speed (validation_speed)
-        (out / "validate_simulator_speed.md").write_text(speed_table(rows))
     (out / "validate_simulator.json").write_text(json.dumps(payload, indent=2) + "\n")
     (out / "validate_simulator.md").write_text(validation.markdown(rows))
     validation.plot(rows, out / "validate_simulator.png")
     print(validation.markdown(rows))
     if args.trials > 1:
         print(validation.trials_table(rows))
-    if any(r.get("speed") for r in rows):
-        print(speed_table(rows))
     print(f"wrote {out} in {time.perf_counter() - start:.0f} s")
     return 0
 

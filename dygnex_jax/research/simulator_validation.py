@@ -26,7 +26,8 @@ The protocol — nothing in the simulation is calibrated on the run it is compar
    |simulated step / measured step - 1| (the simulator's steps are the trainer's when the budgets and
    schedules agree, which ``same_budgets`` checks).
 
-``markdown`` and ``plot`` show the rows; runs start from the checkout (``REPO``); only ``worker`` imports JAX.
+``markdown`` and ``plot`` show the rows. The runs start from the checkout (``REPO``: its ``configs/``
+and ``tools/launch_local.py``); JAX is imported only by ``worker``, in the worker processes.
 """
 
 from __future__ import annotations
@@ -47,7 +48,6 @@ from ..config import load_config
 from ..errors import UserError
 from ..files import save_figure
 from ..schedule.cost import CostModel, default_cost_model, mean_span
-from . import validation_speed as speed_check
 from .validation_control import alone_flags, control
 
 REPO = Path(__file__).resolve().parents[2]  # the checkout the runs start in (configs/, tools/)
@@ -104,10 +104,8 @@ def worker(
     main process, every step, the epochs' wall times, the planned budgets, the cost model and the loads
     (the worker of ``tools/validate_simulator.py`` and ``tools/bench_cost_model.py``).
     ``control_rounds`` > 0: then the run's most used budget re-timed as the profile times a step
-    (``validation_control.control``). The machine's speed probed before epoch 1 and after the last
-    (``validation_speed``)."""
+    (``validation_control.control``)."""
     from .. import distributed, parallel
-    from ..speed_probe import seconds as probe
     from ..train import Trainer
 
     load, started = [os.getloadavg()[0]], time.time()
@@ -115,7 +113,6 @@ def worker(
     planned = trainer.plan_budgets()
     horizon = max(epochs, plan.planned_epochs(trainer.config)[-1])
     trainer.compile_planned(lambda _: None)
-    speed = {"profile": speed_check.profile_probe(trainer.cost_note), "before": probe()}
     steps, walls = [], []
     e = 0
     while more_epochs(e, epochs, horizon, steps, min_steps, min_seconds, parallel.max_over_processes):
@@ -123,7 +120,6 @@ def worker(
         walls.append(trainer.train_epoch(e)["epoch_seconds"])
         steps += trainer.last_steps
     load.append(os.getloadavg()[0])
-    speed["after"] = probe()
     checked = control(trainer, steps, control_rounds, lambda _: None)
     if not distributed.is_main_process():
         return
@@ -143,7 +139,6 @@ def worker(
         "load": load,
         "started_unix": started,
         "control": checked,
-        "speed": speed,
     }
     Path(result).write_text(json.dumps(payload) + "\n")
 
@@ -233,7 +228,6 @@ def compare(dataset: str, fitted: bool, label: str, procs: int, data: dict, conf
     analytic = statistics.median(r["epoch_seconds"] for r in before)
     trainer_budgets = sorted(map(tuple, data["planned_budgets"]))
     sim_budgets = sorted(map(tuple, got[0]["budgets"]))
-    error = statistics.median(r["epoch_seconds"] / sum(ms) - 1 for ms, r in zip(measured, got))
     return {
         "dataset": dataset,
         "fitted_on": fitted,
@@ -244,7 +238,7 @@ def compare(dataset: str, fitted: bool, label: str, procs: int, data: dict, conf
         "measured_step_seconds": step_sum,
         "measured_wall_seconds": statistics.median(walls),
         "simulated_seconds": simulated,
-        "error_vs_steps": error,
+        "error_vs_steps": statistics.median(r["epoch_seconds"] / sum(ms) - 1 for ms, r in zip(measured, got)),
         "error_vs_wall": simulated / statistics.median(walls) - 1,
         "step_error_median": float(np.median(np.abs(step_errors))) if step_errors else None,
         "trainer_step_error_median": float(
@@ -271,7 +265,6 @@ def compare(dataset: str, fitted: bool, label: str, procs: int, data: dict, conf
         "load": data["load"],
         "started_unix": data.get("started_unix"),
         "control": data.get("control"),
-        **speed_check.fields(data, error),
         "cost_model": {
             k: data["cost_model"].get(k)
             for k in ("source", "devices", "datasets", "compile_seconds", "coef", "coef_alone")
@@ -321,8 +314,14 @@ def median_trial(trials: list[dict]) -> dict:
         return trials[0]
     order = sorted(range(len(trials)), key=lambda i: trials[i]["measured_step_seconds"])
     chosen = order[(len(trials) - 1) // 2]
-    keys = ("measured_step_seconds", "simulated_seconds", "error_vs_steps", "load", "profile_age_minutes")
-    keys += ("control", "speed")
+    keys = (
+        "measured_step_seconds",
+        "simulated_seconds",
+        "error_vs_steps",
+        "load",
+        "profile_age_minutes",
+        "control",
+    )
     return {
         **trials[chosen],
         "trial": chosen + 1,
