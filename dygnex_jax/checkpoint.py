@@ -37,6 +37,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -388,14 +389,22 @@ def restore_epoch(trainer, out_dir: str | Path, epoch: int) -> Checkpoint:
     return ckpt
 
 
+def _unretrieved(record) -> bool:
+    """``logging`` filter: False for asyncio's "Task exception was never retrieved" (``_quiet_...``)."""
+    return not str(record.msg).startswith("Task exception was never retrieved")
+
+
 def _quiet_closed_loop_callbacks() -> None:
     """Once orbax has given up on a read, tensorstore's other reads of that checkpoint still finish and post
     their results to the asyncio loop orbax has closed by then: each would print a traceback on stderr (an
-    unraisable ``RuntimeError: Event loop is closed``) after the one line that says the checkpoint is
-    skipped. From then on those are dropped; every other unraisable exception goes to the hook as before."""
+    unraisable ``RuntimeError: Event loop is closed``, or, when a failed read's task is collected unread,
+    asyncio's "Task exception was never retrieved" with the read's error) after the one line that says
+    the checkpoint is skipped. From then on those are dropped; every other unraisable exception and
+    asyncio message goes out as before."""
     previous = sys.unraisablehook
     if getattr(previous, "drops_closed_loop_callbacks", False):
         return
+    logging.getLogger("asyncio").addFilter(_unretrieved)
 
     def hook(unraisable) -> None:
         exc = unraisable.exc_value

@@ -28,7 +28,10 @@ Counted cases (default suite / ``-m slow``):
 * Ctrl-C at random moments (``test_ctrl_c_at_random_moments``): 0 / 1.
 """
 
+import asyncio
+import gc
 import json
+import logging
 import os
 import shutil
 import signal
@@ -511,3 +514,27 @@ def test_lock_of_a_live_process_without_flock_is_refused(tmp_path):
     write_lock(tmp_path)
     with pytest.raises(UserError, match="wait for that run to end"):
         runlock.RunLock(tmp_path).acquire()
+
+
+def test_a_damaged_checkpoints_unread_reads_print_nothing(caplog):
+    """After orbax gave up on a damaged checkpoint (``checkpoint._quiet_closed_loop_callbacks``), a read
+    task collected with its error unread logs nothing (asyncio's "Task exception was never retrieved",
+    which would print a traceback after the one line), while asyncio's other messages still go out."""
+
+    async def failing():
+        raise ValueError("DATA_LOSS: Error opening zarr driver")
+
+    checkpoint._quiet_closed_loop_callbacks()
+    loop = asyncio.new_event_loop()
+    try:
+        task = loop.create_task(failing())
+        loop.run_until_complete(asyncio.sleep(0))
+        assert task.done()
+        with caplog.at_level(logging.ERROR, logger="asyncio"):
+            del task
+            gc.collect()
+            loop.call_exception_handler({"message": "another asyncio error"})
+    finally:
+        loop.close()
+    messages = [r.getMessage() for r in caplog.records if r.name == "asyncio"]
+    assert messages == ["another asyncio error"], messages

@@ -26,7 +26,7 @@ splits each trial's error into the model's (price / control) and the regime's (t
 
     python tools/validate_simulator.py --out runs/validate              # every dataset, 1,2,4,8 + 2 processes: ~85 min
     python tools/validate_simulator.py --devices 1 --processes 0 --fit synthetic --check "" --epochs 2
-    python tools/validate_simulator.py --out runs/validate --trials 3   # 3 trials a row, 51 min with --min-seconds 5 (2026-12-07)
+    python tools/validate_simulator.py --out runs/validate --trials 3   # 3 trials a row, 43-51 min with --min-seconds 5 (2026-12-07)
 
 The training runs are this file in ``--worker`` mode (one process, or each of the launcher's).
 """
