@@ -390,8 +390,11 @@ def restore_epoch(trainer, out_dir: str | Path, epoch: int) -> Checkpoint:
 
 
 def _unretrieved(record) -> bool:
-    """``logging`` filter: False for asyncio's "Task exception was never retrieved" (``_quiet_...``)."""
-    return not str(record.msg).startswith("Task exception was never retrieved")
+    """``logging`` filter: False for asyncio's "Task exception was never retrieved" of a tensorstore read
+    (its error names its ``tensorstore_spec``); any other task's goes out (``_quiet_closed_loop_callbacks``)."""
+    exc = record.exc_info[1] if record.exc_info else None
+    unread = str(record.msg).startswith("Task exception was never retrieved")
+    return not (unread and "tensorstore" in str(exc))
 
 
 def _quiet_closed_loop_callbacks() -> None:
@@ -400,7 +403,7 @@ def _quiet_closed_loop_callbacks() -> None:
     unraisable ``RuntimeError: Event loop is closed``, or, when a failed read's task is collected unread,
     asyncio's "Task exception was never retrieved" with the read's error) after the one line that says
     the checkpoint is skipped. From then on those are dropped; every other unraisable exception and
-    asyncio message goes out as before."""
+    asyncio message (another task's unread error too) goes out as before."""
     previous = sys.unraisablehook
     if getattr(previous, "drops_closed_loop_callbacks", False):
         return

@@ -517,24 +517,33 @@ def test_lock_of_a_live_process_without_flock_is_refused(tmp_path):
 
 
 def test_a_damaged_checkpoints_unread_reads_print_nothing(caplog):
-    """After orbax gave up on a damaged checkpoint (``checkpoint._quiet_closed_loop_callbacks``), a read
-    task collected with its error unread logs nothing (asyncio's "Task exception was never retrieved",
-    which would print a traceback after the one line), while asyncio's other messages still go out."""
+    """After orbax gave up on a damaged checkpoint (``checkpoint._quiet_closed_loop_callbacks``), a
+    tensorstore read collected with its error unread logs nothing (asyncio's "Task exception was never
+    retrieved", which would print a traceback after the one line), while another task's unread error
+    and asyncio's other messages still go out."""
 
-    async def failing():
-        raise ValueError("DATA_LOSS: Error opening zarr driver")
+    async def failing(text):
+        raise ValueError(text)
 
     checkpoint._quiet_closed_loop_callbacks()
     loop = asyncio.new_event_loop()
     try:
-        task = loop.create_task(failing())
+        read = loop.create_task(failing("DATA_LOSS: Error opening zarr [tensorstore_spec='{}']"))
+        mine = loop.create_task(failing("a user's own task"))
         loop.run_until_complete(asyncio.sleep(0))
-        assert task.done()
+        assert read.done() and mine.done()
         with caplog.at_level(logging.ERROR, logger="asyncio"):
-            del task
+            del read
+            gc.collect()
+            del mine
             gc.collect()
             loop.call_exception_handler({"message": "another asyncio error"})
     finally:
         loop.close()
-    messages = [r.getMessage() for r in caplog.records if r.name == "asyncio"]
-    assert messages == ["another asyncio error"], messages
+    got = [
+        (r.getMessage().splitlines()[0], str(r.exc_info[1]) if r.exc_info else None) for r in caplog.records
+    ]
+    assert got == [
+        ("Task exception was never retrieved", "a user's own task"),
+        ("another asyncio error", None),
+    ], got
